@@ -1,0 +1,99 @@
+package scheduling
+
+import (
+	"context"
+	"hash/fnv"
+	"math/rand/v2"
+	"sync"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Handle gives plugin factories what they need from their host.
+type Handle interface {
+	// Context lives as long as the plugin instance; background work a
+	// plugin starts must stop when it is done.
+	Context() context.Context
+	// Logger is the plugin's logger.
+	Logger() logr.Logger
+	// Registerer is where plugins register their metrics.
+	Registerer() prometheus.Registerer
+	// Rand returns a random source for the named plugin instance, safe for
+	// concurrent use, deterministic when the host was given a seed.
+	Rand(pluginName string) *rand.Rand
+	// Plugin returns an instance constructed earlier from the same
+	// configuration, by name.
+	Plugin(name string) (Plugin, bool)
+}
+
+// HandleOptions configures NewHandle.
+type HandleOptions struct {
+	// Context defaults to context.Background().
+	Context context.Context
+	// Logger defaults to logr.Discard().
+	Logger logr.Logger
+	// Registerer defaults to a fresh private registry.
+	Registerer prometheus.Registerer
+	// Seed makes plugin randomness reproducible; 0 draws a random seed.
+	Seed uint64
+}
+
+// BasicHandle is the Handle the configuration loader gives plugins.
+type BasicHandle struct {
+	ctx     context.Context
+	logger  logr.Logger
+	reg     prometheus.Registerer
+	seed    uint64
+	mu      sync.RWMutex
+	plugins map[string]Plugin
+}
+
+// NewHandle returns a Handle.
+func NewHandle(opts HandleOptions) *BasicHandle {
+	h := &BasicHandle{ctx: opts.Context, logger: opts.Logger, reg: opts.Registerer, seed: opts.Seed, plugins: map[string]Plugin{}}
+	if h.ctx == nil {
+		h.ctx = context.Background()
+	}
+	if h.logger.GetSink() == nil {
+		h.logger = logr.Discard()
+	}
+	if h.reg == nil {
+		h.reg = prometheus.NewRegistry()
+	}
+	if h.seed == 0 {
+		h.seed = rand.Uint64() | 1
+	}
+	return h
+}
+
+// Context implements Handle.
+func (h *BasicHandle) Context() context.Context { return h.ctx }
+
+// Logger implements Handle.
+func (h *BasicHandle) Logger() logr.Logger { return h.logger }
+
+// Registerer implements Handle.
+func (h *BasicHandle) Registerer() prometheus.Registerer { return h.reg }
+
+// Rand implements Handle. Each plugin name gets its own stream.
+func (h *BasicHandle) Rand(pluginName string) *rand.Rand {
+	f := fnv.New64a()
+	_, _ = f.Write([]byte(pluginName))
+	return NewRand(h.seed ^ f.Sum64())
+}
+
+// Plugin implements Handle.
+func (h *BasicHandle) Plugin(name string) (Plugin, bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	p, ok := h.plugins[name]
+	return p, ok
+}
+
+// AddPlugin records a constructed instance so later factories can find it.
+func (h *BasicHandle) AddPlugin(name string, p Plugin) {
+	h.mu.Lock()
+	h.plugins[name] = p
+	h.mu.Unlock()
+}

@@ -1,0 +1,108 @@
+package scheduling
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// NoParams is the parameter type of plugins that take none: any key given
+// is an unknown field.
+type NoParams struct{}
+
+// Typed builds a Factory from a defaults function and a typed constructor.
+// Every plugin factory goes through it, so every plugin decodes the same
+// way: start from defaults(), decode the JSON parameters over them strictly
+// (an unknown key is an error), call Validate if *P has one (it should
+// report every problem, each prefixed by its JSON field path), then call
+// newFn.
+func Typed[P any, T Plugin](defaults func() P, newFn func(name string, p P, h Handle) (T, error)) Factory {
+	return func(name string, raw json.RawMessage, h Handle) (Plugin, error) {
+		p := defaults()
+		if err := DecodeParams(raw, &p); err != nil {
+			return nil, err
+		}
+		if v, ok := any(&p).(interface{ Validate() error }); ok {
+			if err := v.Validate(); err != nil {
+				return nil, err
+			}
+		}
+		plugin, err := newFn(name, p, h)
+		if err != nil {
+			return nil, err
+		}
+		return plugin, nil
+	}
+}
+
+// DecodeParams decodes raw JSON parameters into out strictly: unknown keys
+// and trailing data are errors, and type errors name the field.
+func DecodeParams(raw json.RawMessage, out any) error {
+	trimmed := bytes.TrimSpace(raw)
+	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
+		return nil
+	}
+	dec := json.NewDecoder(bytes.NewReader(trimmed))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(out); err != nil {
+		return DescribeJSONError(err)
+	}
+	if dec.More() {
+		return errors.New("unexpected data after the parameters object")
+	}
+	return nil
+}
+
+// DescribeJSONError rewrites an encoding/json error so that it names the
+// field and says what was expected, without Go type names.
+func DescribeJSONError(err error) error {
+	var typeErr *json.UnmarshalTypeError
+	if errors.As(err, &typeErr) {
+		want := jsonKind(typeErr.Type.Kind().String())
+		if typeErr.Field == "" {
+			return fmt.Errorf("expected %s, got %s", want, typeErr.Value)
+		}
+		return fmt.Errorf("%s: expected %s, got %s", typeErr.Field, want, typeErr.Value)
+	}
+	var syntaxErr *json.SyntaxError
+	if errors.As(err, &syntaxErr) {
+		return fmt.Errorf("invalid JSON at byte %d: %s", syntaxErr.Offset, strings.TrimPrefix(syntaxErr.Error(), "json: "))
+	}
+	return errors.New(strings.TrimPrefix(err.Error(), "json: "))
+}
+
+func jsonKind(goKind string) string {
+	switch goKind {
+	case "int", "int8", "int16", "int32", "int64", "uint", "uint8", "uint16", "uint32", "uint64":
+		return "an integer"
+	case "float32", "float64":
+		return "a number"
+	case "bool":
+		return "a boolean"
+	case "string":
+		return "a string"
+	case "slice", "array":
+		return "a list"
+	case "map", "struct":
+		return "an object"
+	}
+	return goKind
+}
+
+// Errors flattens joined errors (errors.Join, or any error with
+// Unwrap() []error) into their leaves.
+func Errors(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		var out []error
+		for _, e := range j.Unwrap() {
+			out = append(out, Errors(e)...)
+		}
+		return out
+	}
+	return []error{err}
+}

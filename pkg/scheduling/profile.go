@@ -1,0 +1,128 @@
+package scheduling
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// ErrNoEndpoints means nothing was left to route to: no candidates, a
+// filter removed them all, or every profile failed.
+var ErrNoEndpoints = errors.New("no endpoints available for the request")
+
+// WeightedScorer is a scorer with its profile weight.
+type WeightedScorer struct {
+	Scorer Scorer
+	Weight float64
+}
+
+// Profile is one scheduling profile: filters, weighted scorers, a picker.
+// It is immutable and safe for concurrent use.
+type Profile struct {
+	name    string
+	filters []Filter
+	scorers []WeightedScorer
+	picker  Picker
+
+	filterObs []prometheus.Observer
+	scorerObs []prometheus.Observer
+	pickerObs prometheus.Observer
+}
+
+// NewProfile builds a profile. A picker is required; m may be nil.
+func NewProfile(name string, filters []Filter, scorers []WeightedScorer, picker Picker, m *FrameworkMetrics) (*Profile, error) {
+	if picker == nil {
+		return nil, fmt.Errorf("profile %q: no picker", name)
+	}
+	p := &Profile{name: name, filters: filters, scorers: scorers, picker: picker, pickerObs: m.observer(PointPicker, picker)}
+	for _, f := range filters {
+		p.filterObs = append(p.filterObs, m.observer(PointFilter, f))
+	}
+	for _, s := range scorers {
+		if s.Weight < 0 {
+			return nil, fmt.Errorf("profile %q: scorer %s: negative weight %v", name, s.Scorer.TypedName(), s.Weight)
+		}
+		p.scorerObs = append(p.scorerObs, m.observer(PointScorer, s.Scorer))
+	}
+	return p, nil
+}
+
+// Name returns the profile's name.
+func (p *Profile) Name() string { return p.name }
+
+// Filters returns the profile's filters in order.
+func (p *Profile) Filters() []Filter { return p.filters }
+
+// Scorers returns the profile's weighted scorers.
+func (p *Profile) Scorers() []WeightedScorer { return p.scorers }
+
+// Picker returns the profile's picker.
+func (p *Profile) Picker() Picker { return p.picker }
+
+// runBuffers are the per-run scratch slices, pooled so a run allocates
+// little.
+type runBuffers struct {
+	scores []float64
+	scored []ScoredEndpoint
+}
+
+var bufPool = sync.Pool{New: func() any { return &runBuffers{} }}
+
+// Run filters, scores and picks among candidates. It returns an error
+// wrapping ErrNoEndpoints when nothing is left to pick from.
+func (p *Profile) Run(ctx context.Context, req *Request, candidates []*Endpoint) (*ProfileResult, error) {
+	eps := candidates
+	if len(eps) == 0 {
+		return nil, fmt.Errorf("profile %q: %w", p.name, ErrNoEndpoints)
+	}
+	for i, f := range p.filters {
+		start := time.Now()
+		eps = f.Filter(ctx, req, eps)
+		p.filterObs[i].Observe(time.Since(start).Seconds())
+		if len(eps) == 0 {
+			return nil, fmt.Errorf("profile %q: filter %s left no endpoints: %w", p.name, f.TypedName(), ErrNoEndpoints)
+		}
+	}
+
+	n := len(eps)
+	buf := bufPool.Get().(*runBuffers)
+	defer bufPool.Put(buf)
+	if cap(buf.scored) < n {
+		buf.scored = make([]ScoredEndpoint, n)
+		buf.scores = make([]float64, n)
+	}
+	scored := buf.scored[:n]
+	scores := buf.scores[:n]
+	for i, e := range eps {
+		scored[i] = ScoredEndpoint{Endpoint: e}
+	}
+	for i, ws := range p.scorers {
+		clear(scores)
+		start := time.Now()
+		ws.Scorer.Score(ctx, req, eps, scores)
+		p.scorerObs[i].Observe(time.Since(start).Seconds())
+		for j, s := range scores {
+			// NaN fails both comparisons and is treated as 0.
+			if !(s > 0) {
+				continue
+			}
+			if s > 1 {
+				s = 1
+			}
+			scored[j].Score += s * ws.Weight
+		}
+	}
+
+	start := time.Now()
+	res := p.picker.Pick(ctx, req, scored)
+	p.pickerObs.Observe(time.Since(start).Seconds())
+	clear(scored) // drop endpoint references held by the pool
+	if res == nil || len(res.Targets) == 0 {
+		return nil, fmt.Errorf("profile %q: picker %s chose nothing: %w", p.name, p.picker.TypedName(), ErrNoEndpoints)
+	}
+	return res, nil
+}

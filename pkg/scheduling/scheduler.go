@@ -1,0 +1,280 @@
+package scheduling
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// SchedulerConfig lists the plugins a Scheduler runs at each extension
+// point. The configuration loader fills it.
+type SchedulerConfig struct {
+	ProfileHandler     ProfileHandler
+	Profiles           []*Profile
+	Producers          []DataProducer
+	Admitters          []Admitter
+	SaturationDetector SaturationDetector
+	PreRequest         []PreRequest
+	ResponseReceived   []ResponseReceived
+	ResponseStreaming  []ResponseStreaming
+	ResponseComplete   []ResponseComplete
+	Metrics            *FrameworkMetrics
+}
+
+type timed[T Plugin] struct {
+	p   T
+	obs prometheus.Observer
+}
+
+func timeAll[T Plugin](m *FrameworkMetrics, point string, ps []T) []timed[T] {
+	out := make([]timed[T], len(ps))
+	for i, p := range ps {
+		out[i] = timed[T]{p: p, obs: m.observer(point, p)}
+	}
+	return out
+}
+
+// Scheduler runs one configuration's plugins for each request. It is
+// immutable and safe for concurrent use.
+type Scheduler struct {
+	handler    ProfileHandler
+	handlerObs prometheus.Observer
+	resultsObs prometheus.Observer
+	profiles   map[string]*Profile
+	producers  []timed[DataProducer]
+	admitters  []timed[Admitter]
+	saturation SaturationDetector
+	preRequest []timed[PreRequest]
+	received   []timed[ResponseReceived]
+	streaming  []timed[ResponseStreaming]
+	complete   []timed[ResponseComplete]
+}
+
+// NewScheduler checks the configuration and orders the data producers by
+// their dependencies.
+func NewScheduler(cfg SchedulerConfig) (*Scheduler, error) {
+	if cfg.ProfileHandler == nil {
+		return nil, errors.New("no profile handler")
+	}
+	if len(cfg.Profiles) == 0 {
+		return nil, errors.New("no scheduling profile")
+	}
+	producers, err := OrderProducers(cfg.Producers)
+	if err != nil {
+		return nil, err
+	}
+	m := cfg.Metrics
+	s := &Scheduler{
+		handler:    cfg.ProfileHandler,
+		handlerObs: m.observer(PointProfileHandler, cfg.ProfileHandler),
+		resultsObs: m.observer(PointProcessResults, cfg.ProfileHandler),
+		profiles:   make(map[string]*Profile, len(cfg.Profiles)),
+		producers:  timeAll(m, PointDataProducer, producers),
+		admitters:  timeAll(m, PointAdmitter, cfg.Admitters),
+		saturation: cfg.SaturationDetector,
+		preRequest: timeAll(m, PointPreRequest, cfg.PreRequest),
+		received:   timeAll(m, PointResponseReceived, cfg.ResponseReceived),
+		streaming:  timeAll(m, PointResponseStreaming, cfg.ResponseStreaming),
+		complete:   timeAll(m, PointResponseComplete, cfg.ResponseComplete),
+	}
+	for _, p := range cfg.Profiles {
+		if _, dup := s.profiles[p.Name()]; dup {
+			return nil, fmt.Errorf("duplicate profile %q", p.Name())
+		}
+		s.profiles[p.Name()] = p
+	}
+	return s, nil
+}
+
+// OrderProducers sorts producers so that each runs after the producers of
+// the keys it consumes (a stable topological sort: independent producers
+// keep their configured order). A cycle is an error.
+func OrderProducers(producers []DataProducer) ([]DataProducer, error) {
+	producerOf := map[string]int{}
+	for i, p := range producers {
+		for _, k := range p.Produces() {
+			producerOf[k] = i
+		}
+	}
+	const (
+		unvisited = iota
+		visiting
+		done
+	)
+	state := make([]int, len(producers))
+	out := make([]DataProducer, 0, len(producers))
+	var visit func(i int, path []string) error
+	visit = func(i int, path []string) error {
+		switch state[i] {
+		case done:
+			return nil
+		case visiting:
+			return fmt.Errorf("data producers depend on each other in a cycle: %s", strings.Join(append(path, producers[i].TypedName().Name), " -> "))
+		}
+		state[i] = visiting
+		path = append(path, producers[i].TypedName().Name)
+		for _, k := range producers[i].Consumes() {
+			if j, ok := producerOf[k]; ok && j != i {
+				if err := visit(j, path); err != nil {
+					return err
+				}
+			}
+		}
+		state[i] = done
+		out = append(out, producers[i])
+		return nil
+	}
+	for i := range producers {
+		if err := visit(i, nil); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// Profiles returns the scheduler's profiles sorted by name.
+func (s *Scheduler) Profiles() []*Profile {
+	out := make([]*Profile, 0, len(s.profiles))
+	for _, p := range s.profiles {
+		out = append(out, p)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name() < out[j].Name() })
+	return out
+}
+
+// RefusalError is returned by Process when the request is refused.
+type RefusalError struct{ Refusal Refusal }
+
+func (e *RefusalError) Error() string {
+	return fmt.Sprintf("request refused (%d %s): %s", e.Refusal.StatusCode, e.Refusal.Reason, e.Refusal.Message)
+}
+
+// Process runs the whole scheduling path for one request: data producers,
+// admission, the profiles, then the PreRequest hooks. A refusal is returned
+// as *RefusalError; a scheduling failure wraps ErrNoEndpoints.
+func (s *Scheduler) Process(ctx context.Context, req *Request, candidates []*Endpoint) (*Result, error) {
+	s.Prepare(ctx, req, candidates)
+	if r := s.Admit(ctx, req, candidates); r != nil {
+		return nil, &RefusalError{Refusal: *r}
+	}
+	res, err := s.Schedule(ctx, req, candidates)
+	if err != nil {
+		return nil, err
+	}
+	s.PreRequest(ctx, req, res)
+	return res, nil
+}
+
+// Prepare runs the data producers in dependency order.
+func (s *Scheduler) Prepare(ctx context.Context, req *Request, candidates []*Endpoint) {
+	for _, t := range s.producers {
+		start := time.Now()
+		t.p.Produce(ctx, req, candidates)
+		t.obs.Observe(time.Since(start).Seconds())
+	}
+}
+
+// Admit applies saturation shedding (a request with a negative priority is
+// refused with 429 when the candidates are saturated) and then every
+// Admitter; the first refusal wins.
+func (s *Scheduler) Admit(ctx context.Context, req *Request, candidates []*Endpoint) *Refusal {
+	if req.Priority < 0 && s.saturation != nil && s.saturation.Saturation(ctx, candidates) >= 1.0 {
+		return &Refusal{StatusCode: http.StatusTooManyRequests, Reason: "saturated", Message: "system saturated, sheddable request dropped"}
+	}
+	for _, t := range s.admitters {
+		start := time.Now()
+		r := t.p.Admit(ctx, req, candidates)
+		t.obs.Observe(time.Since(start).Seconds())
+		if r != nil {
+			return r
+		}
+	}
+	return nil
+}
+
+// Schedule runs the profiles the profile handler picks, round after round,
+// and returns the handler's chosen result.
+func (s *Scheduler) Schedule(ctx context.Context, req *Request, candidates []*Endpoint) (*Result, error) {
+	if len(candidates) == 0 {
+		return nil, ErrNoEndpoints
+	}
+	results := make(map[string]*ProfileResult, len(s.profiles))
+	var errs []error
+	for {
+		start := time.Now()
+		next := s.handler.Pick(ctx, req, s.profiles, results)
+		s.handlerObs.Observe(time.Since(start).Seconds())
+		if len(next) == 0 {
+			break
+		}
+		for _, p := range next {
+			res, err := p.Run(ctx, req, candidates)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			results[p.Name()] = res
+		}
+	}
+	if len(results) == 0 {
+		return nil, fmt.Errorf("profile handler %s ran no profile: %w", s.handler.TypedName(), ErrNoEndpoints)
+	}
+	start := time.Now()
+	res, err := s.handler.ProcessResults(ctx, req, results)
+	s.resultsObs.Observe(time.Since(start).Seconds())
+	if err != nil {
+		return nil, errors.Join(append([]error{err}, errs...)...)
+	}
+	if len(res.Targets()) == 0 {
+		return nil, errors.Join(append([]error{fmt.Errorf("primary profile %q has no result: %w", res.PrimaryProfile, ErrNoEndpoints)}, errs...)...)
+	}
+	return res, nil
+}
+
+// PreRequest runs the PreRequest hooks.
+func (s *Scheduler) PreRequest(ctx context.Context, req *Request, res *Result) {
+	for _, t := range s.preRequest {
+		start := time.Now()
+		t.p.PreRequest(ctx, req, res)
+		t.obs.Observe(time.Since(start).Seconds())
+	}
+}
+
+// ResponseReceived runs the response-header hooks.
+func (s *Scheduler) ResponseReceived(ctx context.Context, req *Request, resp *Response, target *Endpoint) {
+	for _, t := range s.received {
+		start := time.Now()
+		t.p.ResponseReceived(ctx, req, resp, target)
+		t.obs.Observe(time.Since(start).Seconds())
+	}
+}
+
+// ResponseStreaming runs the body-chunk hooks.
+func (s *Scheduler) ResponseStreaming(ctx context.Context, req *Request, resp *Response, chunk []byte, target *Endpoint) {
+	for _, t := range s.streaming {
+		start := time.Now()
+		t.p.ResponseStreaming(ctx, req, resp, chunk, target)
+		t.obs.Observe(time.Since(start).Seconds())
+	}
+}
+
+// ResponseComplete runs the completion hooks the first time it is called
+// for a request and does nothing afterwards, so callers may call it from
+// every exit path (end of stream, disconnect, error). It reports whether
+// the hooks ran.
+func (s *Scheduler) ResponseComplete(ctx context.Context, req *Request, resp *Response, target *Endpoint) bool {
+	if !req.completed.CompareAndSwap(false, true) {
+		return false
+	}
+	for _, t := range s.complete {
+		start := time.Now()
+		t.p.ResponseComplete(ctx, req, resp, target)
+		t.obs.Observe(time.Since(start).Seconds())
+	}
+	return true
+}

@@ -1,0 +1,211 @@
+// Package schedulingtest provides builders and fakes for testing plugins
+// and the scheduling framework, in the spirit of net/http/httptest. Only
+// tests import it.
+package schedulingtest
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+)
+
+// EndpointBuilder builds a *scheduling.Endpoint.
+type EndpointBuilder struct {
+	meta    scheduling.EndpointMetadata
+	metrics scheduling.Metrics
+	attrs   map[string]any
+}
+
+// Endpoint starts an endpoint named name on 127.10.0.1:8000.
+func Endpoint(name string) *EndpointBuilder {
+	return &EndpointBuilder{
+		meta:    scheduling.EndpointMetadata{Name: name, PodName: name, Address: "127.10.0.1", Port: 8000},
+		metrics: scheduling.Metrics{UpdateTime: time.Unix(1_700_000_000, 0)},
+	}
+}
+
+// Address sets the IP address.
+func (b *EndpointBuilder) Address(a string) *EndpointBuilder { b.meta.Address = a; return b }
+
+// Port sets the port.
+func (b *EndpointBuilder) Port(p int) *EndpointBuilder { b.meta.Port = p; return b }
+
+// Namespace sets the namespace.
+func (b *EndpointBuilder) Namespace(ns string) *EndpointBuilder { b.meta.Namespace = ns; return b }
+
+// Site sets the site.
+func (b *EndpointBuilder) Site(s string) *EndpointBuilder { b.meta.Site = s; return b }
+
+// Label sets one label.
+func (b *EndpointBuilder) Label(k, v string) *EndpointBuilder {
+	if b.meta.Labels == nil {
+		b.meta.Labels = map[string]string{}
+	}
+	b.meta.Labels[k] = v
+	return b
+}
+
+// Queue sets the waiting queue size.
+func (b *EndpointBuilder) Queue(n int) *EndpointBuilder { b.metrics.WaitingQueueSize = n; return b }
+
+// Running sets the running requests.
+func (b *EndpointBuilder) Running(n int) *EndpointBuilder { b.metrics.RunningRequestsSize = n; return b }
+
+// KVCache sets the KV cache usage fraction.
+func (b *EndpointBuilder) KVCache(f float64) *EndpointBuilder {
+	b.metrics.KVCacheUsagePercent = f
+	return b
+}
+
+// ActiveModels sets the active LoRA adapters.
+func (b *EndpointBuilder) ActiveModels(names ...string) *EndpointBuilder {
+	b.metrics.ActiveModels = set(names)
+	return b
+}
+
+// WaitingModels sets the waiting LoRA adapters.
+func (b *EndpointBuilder) WaitingModels(names ...string) *EndpointBuilder {
+	b.metrics.WaitingModels = set(names)
+	return b
+}
+
+// MaxModels sets the number of LoRA slots.
+func (b *EndpointBuilder) MaxModels(n int) *EndpointBuilder { b.metrics.MaxActiveModels = n; return b }
+
+// BlockSize sets the KV cache block size in tokens.
+func (b *EndpointBuilder) BlockSize(n int) *EndpointBuilder { b.metrics.CacheBlockSize = n; return b }
+
+// NumBlocks sets the number of KV cache blocks.
+func (b *EndpointBuilder) NumBlocks(n int) *EndpointBuilder { b.metrics.CacheNumBlocks = n; return b }
+
+// UpdateTime sets when the metrics were scraped.
+func (b *EndpointBuilder) UpdateTime(t time.Time) *EndpointBuilder { b.metrics.UpdateTime = t; return b }
+
+// Attr sets a data-layer attribute.
+func (b *EndpointBuilder) Attr(name string, v any) *EndpointBuilder {
+	if b.attrs == nil {
+		b.attrs = map[string]any{}
+	}
+	b.attrs[name] = v
+	return b
+}
+
+// Build returns the endpoint.
+func (b *EndpointBuilder) Build() *scheduling.Endpoint {
+	return scheduling.NewEndpoint(b.meta, b.metrics, b.attrs)
+}
+
+func set(names []string) map[string]int {
+	m := make(map[string]int, len(names))
+	for _, n := range names {
+		m[n] = 1
+	}
+	return m
+}
+
+// Endpoints builds n endpoints named ep-0 … ep-(n-1) on loopback addresses
+// 127.10.x.y:8000; configure, if not nil, adjusts each builder.
+func Endpoints(n int, configure func(i int, b *EndpointBuilder)) []*scheduling.Endpoint {
+	out := make([]*scheduling.Endpoint, n)
+	for i := range n {
+		b := Endpoint(fmt.Sprintf("ep-%d", i)).Address(fmt.Sprintf("127.10.%d.%d", i/250, i%250+1))
+		if configure != nil {
+			configure(i, b)
+		}
+		out[i] = b.Build()
+	}
+	return out
+}
+
+// NewHandle returns a handle with a fixed seed and a fresh registry.
+func NewHandle(tb testing.TB) *scheduling.BasicHandle {
+	tb.Helper()
+	return scheduling.NewHandle(scheduling.HandleOptions{Context: context.Background(), Registerer: prometheus.NewRegistry(), Seed: 1})
+}
+
+// Names returns the endpoints' names, in order.
+func Names(eps []*scheduling.Endpoint) []string {
+	out := make([]string, len(eps))
+	for i, e := range eps {
+		out[i] = e.Name()
+	}
+	return out
+}
+
+// FakeFilter keeps the endpoints Keep accepts.
+type FakeFilter struct {
+	Name string
+	Keep func(*scheduling.Endpoint) bool
+}
+
+// TypedName implements scheduling.Plugin.
+func (f *FakeFilter) TypedName() scheduling.TypedName {
+	return scheduling.TypedName{Type: "fake-filter", Name: f.Name}
+}
+
+// Filter implements scheduling.Filter.
+func (f *FakeFilter) Filter(_ context.Context, _ *scheduling.Request, eps []*scheduling.Endpoint) []*scheduling.Endpoint {
+	var out []*scheduling.Endpoint
+	for _, e := range eps {
+		if f.Keep(e) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// FakeScorer gives fixed scores by endpoint name (0 when absent).
+type FakeScorer struct {
+	Name   string
+	Scores map[string]float64
+}
+
+// TypedName implements scheduling.Plugin.
+func (f *FakeScorer) TypedName() scheduling.TypedName {
+	return scheduling.TypedName{Type: "fake-scorer", Name: f.Name}
+}
+
+// Category implements scheduling.Scorer.
+func (f *FakeScorer) Category() scheduling.ScorerCategory { return scheduling.Distribution }
+
+// Score implements scheduling.Scorer.
+func (f *FakeScorer) Score(_ context.Context, _ *scheduling.Request, eps []*scheduling.Endpoint, scores []float64) {
+	for i, e := range eps {
+		scores[i] = f.Scores[e.Name()]
+	}
+}
+
+// FakePicker picks the first endpoint with the highest score (ties go to
+// the earliest) and records what it was given.
+type FakePicker struct {
+	Name string
+	Last []scheduling.ScoredEndpoint
+}
+
+// TypedName implements scheduling.Plugin.
+func (f *FakePicker) TypedName() scheduling.TypedName {
+	return scheduling.TypedName{Type: "fake-picker", Name: f.Name}
+}
+
+// Pick implements scheduling.Picker.
+func (f *FakePicker) Pick(_ context.Context, _ *scheduling.Request, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
+	f.Last = append(f.Last[:0], scored...)
+	best := 0
+	for i := range scored {
+		if scored[i].Score > scored[best].Score {
+			best = i
+		}
+	}
+	return &scheduling.ProfileResult{Targets: []*scheduling.Endpoint{scored[best].Endpoint}}
+}
+
+var (
+	_ scheduling.Filter = (*FakeFilter)(nil)
+	_ scheduling.Scorer = (*FakeScorer)(nil)
+	_ scheduling.Picker = (*FakePicker)(nil)
+)
