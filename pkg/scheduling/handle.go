@@ -47,11 +47,12 @@ type BasicHandle struct {
 	seed    uint64
 	mu      sync.RWMutex
 	plugins map[string]Plugin
+	params  map[string]any
 }
 
 // NewHandle returns a Handle.
 func NewHandle(opts HandleOptions) *BasicHandle {
-	h := &BasicHandle{ctx: opts.Context, logger: opts.Logger, reg: opts.Registerer, seed: opts.Seed, plugins: map[string]Plugin{}}
+	h := &BasicHandle{ctx: opts.Context, logger: opts.Logger, reg: opts.Registerer, seed: opts.Seed, plugins: map[string]Plugin{}, params: map[string]any{}}
 	if h.ctx == nil {
 		h.ctx = context.Background()
 	}
@@ -96,4 +97,19 @@ func (h *BasicHandle) AddPlugin(name string, p Plugin) {
 	h.mu.Lock()
 	h.plugins[name] = p
 	h.mu.Unlock()
+}
+
+// RecordParams implements ParamsRecorder.
+func (h *BasicHandle) RecordParams(name string, params any) {
+	h.mu.Lock()
+	h.params[name] = params
+	h.mu.Unlock()
+}
+
+// Params returns the effective parameters recorded for an instance.
+func (h *BasicHandle) Params(name string) (any, bool) {
+	h.mu.RLock()
+	defer h.mu.RUnlock()
+	p, ok := h.params[name]
+	return p, ok
 }

@@ -12,6 +12,13 @@ import (
 // is an unknown field.
 type NoParams struct{}
 
+// ParamsRecorder is implemented by handles that keep each instance's
+// effective parameters (defaults applied), so `epp validate -o yaml` can
+// show them.
+type ParamsRecorder interface {
+	RecordParams(name string, params any)
+}
+
 // Typed builds a Factory from a defaults function and a typed constructor.
 // Every plugin factory goes through it, so every plugin decodes the same
 // way: start from defaults(), decode the JSON parameters over them strictly
@@ -33,6 +40,11 @@ func Typed[P any, T Plugin](defaults func() P, newFn func(name string, p P, h Ha
 		if err != nil {
 			return nil, err
 		}
+		if rec, ok := h.(ParamsRecorder); ok {
+			if _, none := any(p).(NoParams); !none {
+				rec.RecordParams(name, p)
+			}
+		}
 		return plugin, nil
 	}
 }
@@ -44,13 +56,20 @@ func DecodeParams(raw json.RawMessage, out any) error {
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		return nil
 	}
+	if !json.Valid(trimmed) {
+		// Decode again to say where and what the syntax error is; data after a
+		// complete value is reported as such.
+		var v any
+		dec := json.NewDecoder(bytes.NewReader(trimmed))
+		if err := dec.Decode(&v); err != nil {
+			return DescribeJSONError(err)
+		}
+		return errors.New("unexpected data after the parameters object")
+	}
 	dec := json.NewDecoder(bytes.NewReader(trimmed))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(out); err != nil {
 		return DescribeJSONError(err)
-	}
-	if dec.More() {
-		return errors.New("unexpected data after the parameters object")
 	}
 	return nil
 }

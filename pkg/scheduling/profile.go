@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"sync"
 	"time"
 
@@ -43,8 +44,8 @@ func NewProfile(name string, filters []Filter, scorers []WeightedScorer, picker 
 		p.filterObs = append(p.filterObs, m.observer(PointFilter, f))
 	}
 	for _, s := range scorers {
-		if s.Weight < 0 {
-			return nil, fmt.Errorf("profile %q: scorer %s: negative weight %v", name, s.Scorer.TypedName(), s.Weight)
+		if !(s.Weight >= 0) || math.IsInf(s.Weight, 1) {
+			return nil, fmt.Errorf("profile %q: scorer %s: weight must be a finite number >= 0, got %v", name, s.Scorer.TypedName(), s.Weight)
 		}
 		p.scorerObs = append(p.scorerObs, m.observer(PointScorer, s.Scorer))
 	}
@@ -75,6 +76,36 @@ var bufPool = sync.Pool{New: func() any { return &runBuffers{} }}
 // Run filters, scores and picks among candidates. It returns an error
 // wrapping ErrNoEndpoints when nothing is left to pick from.
 func (p *Profile) Run(ctx context.Context, req *Request, candidates []*Endpoint) (*ProfileResult, error) {
+	buf := bufPool.Get().(*runBuffers)
+	defer bufPool.Put(buf)
+	scored, err := p.score(ctx, req, candidates, buf)
+	if err != nil {
+		return nil, err
+	}
+	start := time.Now()
+	res := p.picker.Pick(ctx, req, scored)
+	p.pickerObs.Observe(time.Since(start).Seconds())
+	clear(scored) // drop endpoint references held by the pool
+	if res == nil || len(res.Targets) == 0 {
+		return nil, fmt.Errorf("profile %q: picker %s chose nothing: %w", p.name, p.picker.TypedName(), ErrNoEndpoints)
+	}
+	return res, nil
+}
+
+// Scores runs the filters and scorers without picking and returns every
+// remaining endpoint with its weighted total, in filter order. It explains
+// a decision (debug endpoints, tests); the request path uses Run.
+func (p *Profile) Scores(ctx context.Context, req *Request, candidates []*Endpoint) ([]ScoredEndpoint, error) {
+	buf := &runBuffers{}
+	scored, err := p.score(ctx, req, candidates, buf)
+	if err != nil {
+		return nil, err
+	}
+	return append([]ScoredEndpoint(nil), scored...), nil
+}
+
+// score filters and scores into buf and returns the scored slice.
+func (p *Profile) score(ctx context.Context, req *Request, candidates []*Endpoint, buf *runBuffers) ([]ScoredEndpoint, error) {
 	eps := candidates
 	if len(eps) == 0 {
 		return nil, fmt.Errorf("profile %q: %w", p.name, ErrNoEndpoints)
@@ -87,10 +118,7 @@ func (p *Profile) Run(ctx context.Context, req *Request, candidates []*Endpoint)
 			return nil, fmt.Errorf("profile %q: filter %s left no endpoints: %w", p.name, f.TypedName(), ErrNoEndpoints)
 		}
 	}
-
 	n := len(eps)
-	buf := bufPool.Get().(*runBuffers)
-	defer bufPool.Put(buf)
 	if cap(buf.scored) < n {
 		buf.scored = make([]ScoredEndpoint, n)
 		buf.scores = make([]float64, n)
@@ -106,7 +134,7 @@ func (p *Profile) Run(ctx context.Context, req *Request, candidates []*Endpoint)
 		ws.Scorer.Score(ctx, req, eps, scores)
 		p.scorerObs[i].Observe(time.Since(start).Seconds())
 		for j, s := range scores {
-			// NaN fails both comparisons and is treated as 0.
+			// NaN fails both comparisons and counts as 0.
 			if !(s > 0) {
 				continue
 			}
@@ -116,13 +144,5 @@ func (p *Profile) Run(ctx context.Context, req *Request, candidates []*Endpoint)
 			scored[j].Score += s * ws.Weight
 		}
 	}
-
-	start := time.Now()
-	res := p.picker.Pick(ctx, req, scored)
-	p.pickerObs.Observe(time.Since(start).Seconds())
-	clear(scored) // drop endpoint references held by the pool
-	if res == nil || len(res.Targets) == 0 {
-		return nil, fmt.Errorf("profile %q: picker %s chose nothing: %w", p.name, p.picker.TypedName(), ErrNoEndpoints)
-	}
-	return res, nil
+	return scored, nil
 }

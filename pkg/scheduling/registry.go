@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"sort"
+	"strings"
 )
 
 // Stability says how settled a plugin's type, parameters and behaviour are.
@@ -90,26 +91,29 @@ func (r *Registry) Types() []string {
 // Suggest returns up to three registered types closest to an unknown one,
 // closest first, for "did you mean" messages.
 func (r *Registry) Suggest(unknown string) []string {
+	return Closest(unknown, r.Types(), 3)
+}
+
+// Closest returns up to n candidates that are plausible misspellings of
+// word (edit distance at most half its length plus two, ignoring case),
+// closest first.
+func Closest(word string, candidates []string, n int) []string {
 	type cand struct {
-		t string
+		s string
 		d int
 	}
 	var cands []cand
-	limit := len(unknown)/2 + 2
-	for t := range r.regs {
-		if d := editDistance(unknown, t); d <= limit {
-			cands = append(cands, cand{t, d})
+	limit := len(word)/2 + 2
+	lw := strings.ToLower(word)
+	for _, c := range candidates {
+		if d := editDistance(lw, strings.ToLower(c)); d <= limit {
+			cands = append(cands, cand{c, d})
 		}
 	}
-	sort.Slice(cands, func(i, j int) bool {
-		if cands[i].d != cands[j].d {
-			return cands[i].d < cands[j].d
-		}
-		return cands[i].t < cands[j].t
-	})
-	out := make([]string, 0, 3)
-	for i := 0; i < len(cands) && i < 3; i++ {
-		out = append(out, cands[i].t)
+	sort.SliceStable(cands, func(i, j int) bool { return cands[i].d < cands[j].d })
+	out := make([]string, 0, n)
+	for i := 0; i < len(cands) && i < n; i++ {
+		out = append(out, cands[i].s)
 	}
 	return out
 }

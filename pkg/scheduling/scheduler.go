@@ -93,49 +93,91 @@ func NewScheduler(cfg SchedulerConfig) (*Scheduler, error) {
 }
 
 // OrderProducers sorts producers so that each runs after the producers of
-// the keys it consumes (a stable topological sort: independent producers
-// keep their configured order). A cycle is an error.
+// the keys it consumes. Among producers whose dependencies are met, the one
+// configured first runs first, so independent producers keep their
+// configured order. A key produced twice and a dependency cycle are errors.
 func OrderProducers(producers []DataProducer) ([]DataProducer, error) {
 	producerOf := map[string]int{}
 	for i, p := range producers {
 		for _, k := range p.Produces() {
+			if j, dup := producerOf[k]; dup && j != i {
+				return nil, fmt.Errorf("data key %q is produced by both %s and %s; configure one", k, producers[j].TypedName(), p.TypedName())
+			}
 			producerOf[k] = i
 		}
 	}
-	const (
-		unvisited = iota
-		visiting
-		done
-	)
-	state := make([]int, len(producers))
-	out := make([]DataProducer, 0, len(producers))
-	var visit func(i int, path []string) error
-	visit = func(i int, path []string) error {
-		switch state[i] {
-		case done:
-			return nil
-		case visiting:
-			return fmt.Errorf("data producers depend on each other in a cycle: %s", strings.Join(append(path, producers[i].TypedName().Name), " -> "))
-		}
-		state[i] = visiting
-		path = append(path, producers[i].TypedName().Name)
-		for _, k := range producers[i].Consumes() {
+	// deps[i] are the producers i waits for.
+	deps := make([]map[int]bool, len(producers))
+	for i, p := range producers {
+		deps[i] = map[int]bool{}
+		for _, k := range p.Consumes() {
 			if j, ok := producerOf[k]; ok && j != i {
-				if err := visit(j, path); err != nil {
-					return err
-				}
+				deps[i][j] = true
 			}
 		}
-		state[i] = done
-		out = append(out, producers[i])
-		return nil
 	}
-	for i := range producers {
-		if err := visit(i, nil); err != nil {
-			return nil, err
+	done := make([]bool, len(producers))
+	out := make([]DataProducer, 0, len(producers))
+	for len(out) < len(producers) {
+		next := -1
+		for i := range producers {
+			if done[i] {
+				continue
+			}
+			ready := true
+			for j := range deps[i] {
+				if !done[j] {
+					ready = false
+					break
+				}
+			}
+			if ready {
+				next = i
+				break
+			}
 		}
+		if next < 0 {
+			return nil, fmt.Errorf("data producers depend on each other in a cycle: %s", describeCycle(producers, deps, done))
+		}
+		done[next] = true
+		out = append(out, producers[next])
 	}
 	return out, nil
+}
+
+// describeCycle follows unmet dependencies from the first waiting producer
+// until one repeats, and returns the cycle as "a -> b -> a".
+func describeCycle(producers []DataProducer, deps []map[int]bool, done []bool) string {
+	cur := -1
+	for i := range producers {
+		if !done[i] {
+			cur = i
+			break
+		}
+	}
+	seenAt := map[int]int{}
+	var path []int
+	for {
+		if at, seen := seenAt[cur]; seen {
+			path = append(path[at:], cur)
+			break
+		}
+		seenAt[cur] = len(path)
+		path = append(path, cur)
+		next := -1
+		for j := range producers { // lowest index first, for a stable message
+			if deps[cur][j] && !done[j] {
+				next = j
+				break
+			}
+		}
+		cur = next
+	}
+	names := make([]string, len(path))
+	for i, p := range path {
+		names[i] = producers[p].TypedName().Name
+	}
+	return strings.Join(names, " -> ")
 }
 
 // Profiles returns the scheduler's profiles sorted by name.
@@ -229,6 +271,9 @@ func (s *Scheduler) Schedule(ctx context.Context, req *Request, candidates []*En
 	s.resultsObs.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, errors.Join(append([]error{err}, errs...)...)
+	}
+	if res == nil {
+		return nil, errors.Join(append([]error{fmt.Errorf("profile handler %s returned no result: %w", s.handler.TypedName(), ErrNoEndpoints)}, errs...)...)
 	}
 	if len(res.Targets()) == 0 {
 		return nil, errors.Join(append([]error{fmt.Errorf("primary profile %q has no result: %w", res.PrimaryProfile, ErrNoEndpoints)}, errs...)...)

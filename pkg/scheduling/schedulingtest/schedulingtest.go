@@ -54,7 +54,10 @@ func (b *EndpointBuilder) Label(k, v string) *EndpointBuilder {
 func (b *EndpointBuilder) Queue(n int) *EndpointBuilder { b.metrics.WaitingQueueSize = n; return b }
 
 // Running sets the running requests.
-func (b *EndpointBuilder) Running(n int) *EndpointBuilder { b.metrics.RunningRequestsSize = n; return b }
+func (b *EndpointBuilder) Running(n int) *EndpointBuilder {
+	b.metrics.RunningRequestsSize = n
+	return b
+}
 
 // KVCache sets the KV cache usage fraction.
 func (b *EndpointBuilder) KVCache(f float64) *EndpointBuilder {
@@ -84,7 +87,10 @@ func (b *EndpointBuilder) BlockSize(n int) *EndpointBuilder { b.metrics.CacheBlo
 func (b *EndpointBuilder) NumBlocks(n int) *EndpointBuilder { b.metrics.CacheNumBlocks = n; return b }
 
 // UpdateTime sets when the metrics were scraped.
-func (b *EndpointBuilder) UpdateTime(t time.Time) *EndpointBuilder { b.metrics.UpdateTime = t; return b }
+func (b *EndpointBuilder) UpdateTime(t time.Time) *EndpointBuilder {
+	b.metrics.UpdateTime = t
+	return b
+}
 
 // Attr sets a data-layer attribute.
 func (b *EndpointBuilder) Attr(name string, v any) *EndpointBuilder {

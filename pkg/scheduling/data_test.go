@@ -1,0 +1,305 @@
+package scheduling_test
+
+import (
+	"math"
+	"reflect"
+	"sync"
+	"testing"
+
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling/schedulingtest"
+)
+
+func TestPrefixMatchRatio(t *testing.T) {
+	t.Parallel()
+	a := schedulingtest.Endpoint("a").Namespace("ns").Build()
+	b := schedulingtest.Endpoint("b").Namespace("ns").Build()
+	tests := []struct {
+		name  string
+		match *scheduling.PrefixMatch
+		ep    *scheduling.Endpoint
+		want  float64
+	}{
+		{name: "nil match", match: nil, ep: a, want: 0},
+		{name: "no blocks looked up", match: &scheduling.PrefixMatch{TotalBlocks: 0, Matched: map[string]int{"ns/a": 3}}, ep: a, want: 0},
+		{name: "nil matched map", match: &scheduling.PrefixMatch{TotalBlocks: 4}, ep: a, want: 0},
+		{name: "partial hit", match: &scheduling.PrefixMatch{TotalBlocks: 4, Matched: map[string]int{"ns/a": 3}}, ep: a, want: 0.75},
+		{name: "full hit", match: &scheduling.PrefixMatch{TotalBlocks: 4, Matched: map[string]int{"ns/a": 4}}, ep: a, want: 1},
+		{name: "endpoint without a hit", match: &scheduling.PrefixMatch{TotalBlocks: 4, Matched: map[string]int{"ns/a": 4}}, ep: b, want: 0},
+		{name: "matched by key, not by name", match: &scheduling.PrefixMatch{TotalBlocks: 2, Matched: map[string]int{"a": 2}}, ep: a, want: 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := tt.match.Ratio(tt.ep); math.Abs(got-tt.want) > 1e-12 {
+				t.Errorf("Ratio() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestStateKey(t *testing.T) {
+	t.Parallel()
+	intKey := scheduling.NewStateKey[int]("count")
+	sameIntKey := scheduling.NewStateKey[int]("count")
+	strKey := scheduling.NewStateKey[string]("count")
+	other := scheduling.NewStateKey[int]("other")
+	if intKey.Name() != "count" {
+		t.Errorf("Name() = %q, want count", intKey.Name())
+	}
+
+	req := &scheduling.Request{}
+	if v, ok := intKey.Get(req); ok || v != 0 {
+		t.Errorf("Get on a fresh request = %v, %v; want 0, false", v, ok)
+	}
+	intKey.Delete(req) // no state yet: must not panic
+
+	intKey.Set(req, 3)
+	if v, ok := intKey.Get(req); !ok || v != 3 {
+		t.Errorf("Get after Set = %v, %v; want 3, true", v, ok)
+	}
+	if v, ok := sameIntKey.Get(req); !ok || v != 3 {
+		t.Errorf("a key with the same name and type got %v, %v; want 3, true", v, ok)
+	}
+	if v, ok := strKey.Get(req); ok || v != "" {
+		t.Errorf("a key with the same name and another type got %q, %v; want \"\", false", v, ok)
+	}
+	if _, ok := other.Get(req); ok {
+		t.Errorf("a key with another name found a value")
+	}
+
+	intKey.Set(req, 5)
+	if v, _ := intKey.Get(req); v != 5 {
+		t.Errorf("Get after a second Set = %v, want 5", v)
+	}
+	if _, ok := intKey.Get(&scheduling.Request{}); ok {
+		t.Errorf("state leaked to another request")
+	}
+
+	intKey.Delete(req)
+	if v, ok := intKey.Get(req); ok || v != 0 {
+		t.Errorf("Get after Delete = %v, %v; want 0, false", v, ok)
+	}
+}
+
+func TestStateKeyWellKnown(t *testing.T) {
+	t.Parallel()
+	req := &scheduling.Request{}
+	if m, ok := scheduling.PrefixMatchKey.Get(req); ok || m != nil {
+		t.Errorf("PrefixMatchKey.Get on a fresh request = %v, %v", m, ok)
+	}
+	want := &scheduling.PrefixMatch{TotalBlocks: 2, BlockSizeTokens: 16, Matched: map[string]int{"a": 1}}
+	scheduling.PrefixMatchKey.Set(req, want)
+	if got, ok := scheduling.PrefixMatchKey.Get(req); !ok || got != want {
+		t.Errorf("PrefixMatchKey.Get = %v, %v; want %v", got, ok, want)
+	}
+	if scheduling.PrefixMatchKey.Name() == scheduling.InFlightLoadKey.Name() {
+		t.Errorf("well-known keys share the name %q", scheduling.PrefixMatchKey.Name())
+	}
+	if _, ok := scheduling.InFlightLoadKey.Get(req); ok {
+		t.Errorf("InFlightLoadKey found a value that was never set")
+	}
+}
+
+// TestStateKeyConcurrent sets and reads state from several goroutines
+// (run with -race): producers and hooks may touch one request at once.
+func TestStateKeyConcurrent(t *testing.T) {
+	t.Parallel()
+	req := &scheduling.Request{}
+	var wg sync.WaitGroup
+	for i := range 8 {
+		key := scheduling.NewStateKey[int]("k" + string(rune('a'+i)))
+		wg.Go(func() {
+			for j := range 100 {
+				key.Set(req, j)
+				if v, ok := key.Get(req); !ok || v != j {
+					t.Errorf("%s: Get = %v, %v; want %d", key.Name(), v, ok, j)
+					return
+				}
+				if j%10 == 0 {
+					key.Delete(req)
+				}
+			}
+		})
+	}
+	wg.Wait()
+}
+
+func TestAttributeKey(t *testing.T) {
+	t.Parallel()
+	withAttrs := schedulingtest.Endpoint("a").Attr("gpu", "a100").Attr("slots", 4).Build()
+	noAttrs := schedulingtest.Endpoint("b").Build()
+	gpu := scheduling.NewAttributeKey[string]("gpu")
+	slots := scheduling.NewAttributeKey[int]("slots")
+	gpuAsInt := scheduling.NewAttributeKey[int]("gpu")
+	missing := scheduling.NewAttributeKey[string]("missing")
+
+	if gpu.Name() != "gpu" {
+		t.Errorf("Name() = %q, want gpu", gpu.Name())
+	}
+	if v, ok := gpu.Get(withAttrs); !ok || v != "a100" {
+		t.Errorf("gpu.Get = %q, %v; want a100, true", v, ok)
+	}
+	if v, ok := slots.Get(withAttrs); !ok || v != 4 {
+		t.Errorf("slots.Get = %v, %v; want 4, true", v, ok)
+	}
+	if v, ok := gpuAsInt.Get(withAttrs); ok || v != 0 {
+		t.Errorf("gpu read as int = %v, %v; want 0, false", v, ok)
+	}
+	if _, ok := missing.Get(withAttrs); ok {
+		t.Errorf("missing.Get found a value")
+	}
+	if _, ok := gpu.Get(noAttrs); ok {
+		t.Errorf("gpu.Get on an endpoint without attributes found a value")
+	}
+	if v, ok := withAttrs.Attribute("slots"); !ok || v != 4 {
+		t.Errorf("Attribute(slots) = %v, %v", v, ok)
+	}
+}
+
+func TestNewEndpoint(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name         string
+		meta         scheduling.EndpointMetadata
+		wantKey      string
+		wantHostPort string
+		wantString   string
+	}{
+		{
+			name:         "name only",
+			meta:         scheduling.EndpointMetadata{Name: "vllm-0", Address: "127.0.0.1", Port: 8000},
+			wantKey:      "vllm-0",
+			wantHostPort: "127.0.0.1:8000",
+			wantString:   "vllm-0(127.0.0.1:8000)",
+		},
+		{
+			name:         "namespace",
+			meta:         scheduling.EndpointMetadata{Name: "vllm-0", Namespace: "inference", Address: "127.0.0.2", Port: 8001},
+			wantKey:      "inference/vllm-0",
+			wantHostPort: "127.0.0.2:8001",
+			wantString:   "vllm-0(127.0.0.2:8001)",
+		},
+		{
+			name:         "site and namespace",
+			meta:         scheduling.EndpointMetadata{Name: "vllm-0", Namespace: "inference", Site: "eu-west", Address: "127.0.0.3", Port: 8000},
+			wantKey:      "eu-west/inference/vllm-0",
+			wantHostPort: "127.0.0.3:8000",
+			wantString:   "vllm-0(127.0.0.3:8000)",
+		},
+		{
+			name:         "site without namespace",
+			meta:         scheduling.EndpointMetadata{Name: "vllm-0", Site: "eu-west", Address: "127.0.0.4", Port: 8000},
+			wantKey:      "eu-west/vllm-0",
+			wantHostPort: "127.0.0.4:8000",
+			wantString:   "vllm-0(127.0.0.4:8000)",
+		},
+		{
+			name:         "IPv6 is bracketed",
+			meta:         scheduling.EndpointMetadata{Name: "v6", Address: "::1", Port: 8000},
+			wantKey:      "v6",
+			wantHostPort: "[::1]:8000",
+			wantString:   "v6([::1]:8000)",
+		},
+		{
+			name:         "host name",
+			meta:         scheduling.EndpointMetadata{Name: "local", Address: "localhost", Port: 9000},
+			wantKey:      "local",
+			wantHostPort: "localhost:9000",
+			wantString:   "local(localhost:9000)",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			m := scheduling.Metrics{WaitingQueueSize: 2, KVCacheUsagePercent: 0.5}
+			e := scheduling.NewEndpoint(tt.meta, m, nil)
+			if e.Key() != tt.wantKey {
+				t.Errorf("Key() = %q, want %q", e.Key(), tt.wantKey)
+			}
+			if e.HostPort() != tt.wantHostPort {
+				t.Errorf("HostPort() = %q, want %q", e.HostPort(), tt.wantHostPort)
+			}
+			if e.String() != tt.wantString {
+				t.Errorf("String() = %q, want %q", e.String(), tt.wantString)
+			}
+			if e.Name() != tt.meta.Name {
+				t.Errorf("Name() = %q, want %q", e.Name(), tt.meta.Name)
+			}
+			if !reflect.DeepEqual(*e.Metadata(), tt.meta) {
+				t.Errorf("Metadata() = %+v, want %+v", *e.Metadata(), tt.meta)
+			}
+			if !reflect.DeepEqual(*e.Metrics(), m) {
+				t.Errorf("Metrics() = %+v, want %+v", *e.Metrics(), m)
+			}
+		})
+	}
+}
+
+func TestResultTargets(t *testing.T) {
+	t.Parallel()
+	eps := namedEndpoints("a", "b", "c")
+	ok := &scheduling.ProfileResult{Targets: []*scheduling.Endpoint{eps[1], eps[2]}}
+	other := &scheduling.ProfileResult{Targets: []*scheduling.Endpoint{eps[0]}}
+	tests := []struct {
+		name string
+		res  *scheduling.Result
+		want []string
+	}{
+		{name: "nil result", res: nil},
+		{name: "no profile results", res: &scheduling.Result{PrimaryProfile: "p"}},
+		{name: "primary failed", res: &scheduling.Result{PrimaryProfile: "p", ProfileResults: map[string]*scheduling.ProfileResult{"p": nil, "q": other}}},
+		{name: "primary missing", res: &scheduling.Result{PrimaryProfile: "p", ProfileResults: map[string]*scheduling.ProfileResult{"q": other}}},
+		{name: "no primary named", res: &scheduling.Result{ProfileResults: map[string]*scheduling.ProfileResult{"q": other}}},
+		{name: "primary with fallbacks", res: &scheduling.Result{PrimaryProfile: "p", ProfileResults: map[string]*scheduling.ProfileResult{"p": ok, "q": other}}, want: []string{"b", "c"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := tt.res.Targets()
+			if tt.want == nil {
+				if got != nil {
+					t.Errorf("Targets() = %v, want nil", got)
+				}
+				return
+			}
+			if names := schedulingtest.Names(got); !reflect.DeepEqual(names, tt.want) {
+				t.Errorf("Targets() = %q, want %q", names, tt.want)
+			}
+		})
+	}
+}
+
+func TestTypedNameString(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		tn   scheduling.TypedName
+		want string
+	}{
+		{scheduling.TypedName{Type: "queue-scorer"}, "queue-scorer"},
+		{scheduling.TypedName{Type: "queue-scorer", Name: "queue-scorer"}, "queue-scorer"},
+		{scheduling.TypedName{Type: "queue-scorer", Name: "tenant-a"}, "tenant-a (queue-scorer)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			t.Parallel()
+			if got := tt.tn.String(); got != tt.want {
+				t.Errorf("String() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRequestHeader(t *testing.T) {
+	t.Parallel()
+	req := &scheduling.Request{Headers: map[string]string{"x-request-id": "abc"}}
+	if got := req.Header("x-request-id"); got != "abc" {
+		t.Errorf("Header(x-request-id) = %q", got)
+	}
+	if got := req.Header("missing"); got != "" {
+		t.Errorf("Header(missing) = %q", got)
+	}
+	if got := (&scheduling.Request{}).Header("x"); got != "" {
+		t.Errorf("Header on nil headers = %q", got)
+	}
+}
