@@ -95,15 +95,15 @@ func (r *Registry) Suggest(unknown string) []string {
 }
 
 // Closest returns up to n candidates that are plausible misspellings of
-// word (edit distance at most half its length plus two, ignoring case),
-// closest first.
+// word (edit distance at most a third of its length, and at least 1,
+// ignoring case), closest first.
 func Closest(word string, candidates []string, n int) []string {
 	type cand struct {
 		s string
 		d int
 	}
 	var cands []cand
-	limit := len(word)/2 + 2
+	limit := max(1, len(word)/3)
 	lw := strings.ToLower(word)
 	for _, c := range candidates {
 		if d := editDistance(lw, strings.ToLower(c)); d <= limit {

@@ -196,10 +196,10 @@ func TestSuggest(t *testing.T) {
 
 func TestClosest(t *testing.T) {
 	t.Parallel()
-	// "abcdef" has length 6, so the limit is 6/2+2 = 5.
+	// "abcdef" has length 6, so the limit is 6/3 = 2.
 	// Distances: abcxyz 3, abcdez 1, abcdeg 1, ABCDEF 0, abcdefghijkl 6,
-	// abcdefghijk 5, abcdefghij 4, uvwxyz 6.
-	candidates := []string{"zzzzzzzzzzz", "abcxyz", "abcdez", "abcdeg", "ABCDEF", "abcdefghijkl", "abcdefghijk", "abcdefghij", "uvwxyz"}
+	// abcdefghijk 5, abcdefghij 4, uvwxyz 6, abcdefgh 2.
+	candidates := []string{"zzzzzzzzzzz", "abcxyz", "abcdez", "abcdeg", "ABCDEF", "abcdefghijkl", "abcdefghijk", "abcdefghij", "uvwxyz", "abcdefgh"}
 	tests := []struct {
 		name       string
 		word       string
@@ -207,15 +207,15 @@ func TestClosest(t *testing.T) {
 		n          int
 		want       []string
 	}{
-		{name: "closest first, ties in input order", word: "abcdef", candidates: candidates, n: 10, want: []string{"ABCDEF", "abcdez", "abcdeg", "abcxyz", "abcdefghij", "abcdefghijk"}},
+		{name: "closest first, ties in input order", word: "abcdef", candidates: candidates, n: 10, want: []string{"ABCDEF", "abcdez", "abcdeg", "abcdefgh"}},
 		{name: "n limits the result", word: "abcdef", candidates: candidates, n: 2, want: []string{"ABCDEF", "abcdez"}},
 		{name: "n of 1", word: "abcdef", candidates: candidates, n: 1, want: []string{"ABCDEF"}},
 		{name: "n of 0", word: "abcdef", candidates: candidates, n: 0, want: []string{}},
-		// Distance 5 (= limit) is kept, 6 is not.
-		{name: "limit is inclusive", word: "abcdef", candidates: []string{"abcdefghijkl", "abcdefghijk", "a"}, n: 5, want: []string{"abcdefghijk", "a"}},
+		// Distance 2 (= limit) is kept, 3 is not.
+		{name: "limit is inclusive", word: "abcdef", candidates: []string{"abcdefghi", "abcdefgh", "abcd"}, n: 5, want: []string{"abcdefgh", "abcd"}},
 		{name: "no candidates", word: "abc", candidates: nil, n: 3, want: []string{}},
-		// For an empty word the limit is 2.
-		{name: "empty word", word: "", candidates: []string{"abc", "ab", "a", ""}, n: 5, want: []string{"", "a", "ab"}},
+		// The limit is at least 1.
+		{name: "empty word", word: "", candidates: []string{"abc", "ab", "a", ""}, n: 5, want: []string{"", "a"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+)
+
+const defaultConfig = "../../config/default.yaml"
+
+func runEPP(args ...string) (code int, stdout, stderr string) {
+	var out, errOut bytes.Buffer
+	code = run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestValidate(t *testing.T) {
+	tests := []struct {
+		name       string
+		args       []string
+		wantCode   int
+		wantStdout string
+		wantStderr string // substring
+	}{
+		{name: "default is valid", args: []string{"validate", defaultConfig}, wantCode: 0, wantStdout: defaultConfig + ": OK\n"},
+		{
+			name: "broken file lists every error with its path", args: []string{"validate", "testdata/broken.yaml"}, wantCode: 1,
+			wantStdout: `testdata/broken.yaml: 8 error(s):
+  schedulingProfiles[0]: unknown field "typo"
+  plugins[0] "queue-scorer" (queue-scorer): parameters: unknown field "threshhold"
+  plugins[1] "kv-cache-utilisation-scorer" (kv-cache-utilisation-scorer): unknown plugin type "kv-cache-utilisation-scorer": Switchyard does not have it (closest known types: kv-cache-utilization-scorer)
+  plugins[2] "picker-a" (max-score-picker): parameters: maxNumOfEndpoints: expected an integer, got string
+  schedulingProfiles[0].plugins[0].weight: must be >= 0, got -2
+  schedulingProfiles[0].plugins[1].pluginRef: "prefix" is not defined in plugins
+  schedulingProfiles[0].plugins[3].pluginRef: plugins[4] "weighted-random-picker" (weighted-random-picker) is a second picker in profile "default" (the first is "picker-b"); a profile has exactly one picker
+  schedulingProfiles[0].plugins[4].pluginRef: "pickr-b" is not defined (did you mean "picker-b"?)
+`,
+		},
+		{
+			name: "one bad file fails the run, the good one still says OK", args: []string{"validate", defaultConfig, "testdata/broken.yaml"}, wantCode: 1,
+		},
+		{name: "missing file", args: []string{"validate", "testdata/nope.yaml"}, wantCode: 1, wantStdout: "testdata/nope.yaml: read configuration: open testdata/nope.yaml: no such file or directory\n"},
+		{name: "no file is a usage error", args: []string{"validate"}, wantCode: 2, wantStderr: "no file given"},
+		{name: "bad output format", args: []string{"validate", "-o", "toml", defaultConfig}, wantCode: 2, wantStderr: `-o must be yaml or json, got "toml"`},
+		{name: "unknown flag", args: []string{"validate", "-x", defaultConfig}, wantCode: 2, wantStderr: "flag provided but not defined: -x"},
+		{name: "unknown command", args: []string{"serve-me"}, wantCode: 2, wantStderr: `unknown command "serve-me"`},
+		{name: "no command", args: nil, wantCode: 2, wantStderr: "Usage:"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := runEPP(tt.args...)
+			require.Equal(t, tt.wantCode, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
+			if tt.wantStdout != "" {
+				if diff := cmp.Diff(tt.wantStdout, stdout); diff != "" {
+					t.Errorf("stdout (-want +got):\n%s", diff)
+				}
+			}
+			require.Contains(t, stderr, tt.wantStderr)
+		})
+	}
+}
+
+// TestValidateEffectiveConfigRoundTrips checks that -o yaml prints every
+// default filled in, and that the printed configuration is itself valid and
+// prints the same again.
+func TestValidateEffectiveConfigRoundTrips(t *testing.T) {
+	code, first, stderr := runEPP("validate", "-o", "yaml", defaultConfig)
+	require.Equal(t, 0, code, stderr)
+	for _, want := range []string{
+		"type: approx-prefix-cache-producer", // auto-created for the prefix scorer
+		"type: utilization-detector",         // default saturation detector
+		"type: openai-parser",                // default parser
+		"lruCapacityPerServer: 31250",        // a plugin default
+		"queueDepthThreshold: 5",
+	} {
+		require.Contains(t, first, want)
+	}
+	path := filepath.Join(t.TempDir(), "effective.yaml")
+	body := first[strings.Index(first, "\n")+1:] // drop the "# file: OK" line
+	require.NoError(t, os.WriteFile(path, []byte(body), 0o644))
+	code, second, stderr := runEPP("validate", "-o", "yaml", path)
+	require.Equal(t, 0, code, stderr)
+	second = second[strings.Index(second, "\n")+1:]
+	if diff := cmp.Diff(body, second); diff != "" {
+		t.Errorf("effective configuration is not stable (-first +second):\n%s", diff)
+	}
+	code, js, _ := runEPP("validate", "-o", "json", defaultConfig)
+	require.Equal(t, 0, code)
+	require.True(t, strings.HasPrefix(js, "{\n"), js)
+}

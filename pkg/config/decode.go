@@ -1,0 +1,326 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	"sigs.k8s.io/yaml"
+
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+)
+
+// decode parses a YAML or JSON document into an EndpointPickerConfig. It
+// checks every key against the schema and every value against its type,
+// and records each problem with its path instead of stopping at the first.
+func decode(data []byte, errs *errorList) *EndpointPickerConfig {
+	if len(bytes.TrimSpace(data)) == 0 {
+		errs.add("", "the configuration is empty")
+		return nil
+	}
+	jsonData, err := yaml.YAMLToJSON(data)
+	if err != nil {
+		errs.add("", "not valid YAML: %s", strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "))
+		return nil
+	}
+	var root any
+	dec := json.NewDecoder(bytes.NewReader(jsonData))
+	dec.UseNumber()
+	if err := dec.Decode(&root); err != nil {
+		errs.add("", "not valid JSON: %v", err)
+		return nil
+	}
+	d := decoder{errs: errs}
+	obj, ok := d.object("", root)
+	if !ok {
+		return nil
+	}
+	cfg := &EndpointPickerConfig{}
+	d.keys("", obj, "apiVersion", "kind", "featureGates", "plugins", "schedulingProfiles", "saturationDetector", "dataLayer", "data", "flowControl", "parser")
+	cfg.APIVersion = d.str("apiVersion", obj["apiVersion"])
+	cfg.Kind = d.str("kind", obj["kind"])
+	for i, g := range d.list("featureGates", obj["featureGates"]) {
+		cfg.FeatureGates = append(cfg.FeatureGates, d.str(index("featureGates", i), g))
+	}
+	for i, p := range d.list("plugins", obj["plugins"]) {
+		path := index("plugins", i)
+		po, ok := d.object(path, p)
+		if !ok {
+			cfg.Plugins = append(cfg.Plugins, PluginSpec{})
+			continue
+		}
+		d.keys(path, po, "name", "type", "parameters")
+		spec := PluginSpec{Name: d.str(field(path, "name"), po["name"]), Type: d.str(field(path, "type"), po["type"])}
+		if params, ok := po["parameters"]; ok && params != nil {
+			raw, err := json.Marshal(params)
+			if err != nil {
+				errs.add(field(path, "parameters"), "%v", err)
+			}
+			spec.Parameters = raw
+		}
+		cfg.Plugins = append(cfg.Plugins, spec)
+	}
+	for i, p := range d.list("schedulingProfiles", obj["schedulingProfiles"]) {
+		path := index("schedulingProfiles", i)
+		po, ok := d.object(path, p)
+		if !ok {
+			cfg.SchedulingProfiles = append(cfg.SchedulingProfiles, SchedulingProfile{})
+			continue
+		}
+		d.keys(path, po, "name", "plugins")
+		prof := SchedulingProfile{Name: d.str(field(path, "name"), po["name"])}
+		for j, r := range d.list(field(path, "plugins"), po["plugins"]) {
+			rpath := index(field(path, "plugins"), j)
+			ro, ok := d.object(rpath, r)
+			if !ok {
+				prof.Plugins = append(prof.Plugins, SchedulingPlugin{})
+				continue
+			}
+			d.keys(rpath, ro, "pluginRef", "weight")
+			ref := SchedulingPlugin{PluginRef: d.str(field(rpath, "pluginRef"), ro["pluginRef"])}
+			if w, ok := ro["weight"]; ok && w != nil {
+				ref.Weight = d.float(field(rpath, "weight"), w)
+			}
+			prof.Plugins = append(prof.Plugins, ref)
+		}
+		cfg.SchedulingProfiles = append(cfg.SchedulingProfiles, prof)
+	}
+	if v, ok := obj["saturationDetector"]; ok && v != nil {
+		if so, ok := d.object("saturationDetector", v); ok {
+			d.keys("saturationDetector", so, "pluginRef", "queueDepthThreshold", "kvCacheUtilThreshold", "metricsStalenessThreshold")
+			sd := &SaturationDetectorConfig{
+				PluginRef:                 d.str("saturationDetector.pluginRef", so["pluginRef"]),
+				MetricsStalenessThreshold: d.str("saturationDetector.metricsStalenessThreshold", so["metricsStalenessThreshold"]),
+			}
+			if q, ok := so["queueDepthThreshold"]; ok && q != nil {
+				sd.QueueDepthThreshold = d.int("saturationDetector.queueDepthThreshold", q)
+			}
+			if k, ok := so["kvCacheUtilThreshold"]; ok && k != nil {
+				sd.KVCacheUtilThreshold = d.float("saturationDetector.kvCacheUtilThreshold", k)
+			}
+			cfg.SaturationDetector = sd
+		}
+	}
+	_, hasDL := obj["dataLayer"]
+	_, hasData := obj["data"]
+	switch {
+	case hasDL && hasData:
+		errs.add("data", "both dataLayer and its older name data are set; keep only dataLayer")
+	case hasDL:
+		cfg.DataLayer = d.dataLayer("dataLayer", obj["dataLayer"])
+	case hasData:
+		cfg.DataLayer = d.dataLayer("data", obj["data"])
+	}
+	if v, ok := obj["parser"]; ok && v != nil {
+		if po, ok := d.object("parser", v); ok {
+			d.keys("parser", po, "pluginRef")
+			cfg.Parser = &ParserConfig{PluginRef: d.str("parser.pluginRef", po["pluginRef"])}
+		}
+	}
+	if v, ok := obj["flowControl"]; ok && v != nil {
+		cfg.FlowControl = d.flowControl("flowControl", v)
+	}
+	return cfg
+}
+
+type decoder struct{ errs *errorList }
+
+func typeName(v any) string {
+	switch v.(type) {
+	case nil:
+		return "null"
+	case string:
+		return "a string"
+	case json.Number:
+		return "a number"
+	case bool:
+		return "a boolean"
+	case []any:
+		return "a list"
+	case map[string]any:
+		return "an object"
+	}
+	return fmt.Sprintf("%T", v)
+}
+
+// keys reports every key of obj that is not in allowed, sorted.
+func (d decoder) keys(path string, obj map[string]any, allowed ...string) {
+	var unknown []string
+	for k := range obj {
+		found := false
+		for _, a := range allowed {
+			if k == a {
+				found = true
+				break
+			}
+		}
+		if !found {
+			unknown = append(unknown, k)
+		}
+	}
+	sort.Strings(unknown)
+	for _, k := range unknown {
+		msg := fmt.Sprintf("unknown field %q", k)
+		if s := closest(k, allowed); s != "" {
+			msg += fmt.Sprintf(" (did you mean %q?)", s)
+		}
+		d.errs.add(path, "%s", msg)
+	}
+}
+
+func (d decoder) object(path string, v any) (map[string]any, bool) {
+	o, ok := v.(map[string]any)
+	if !ok {
+		d.errs.add(path, "expected an object, got %s", typeName(v))
+	}
+	return o, ok
+}
+
+func (d decoder) list(path string, v any) []any {
+	if v == nil {
+		return nil
+	}
+	l, ok := v.([]any)
+	if !ok {
+		d.errs.add(path, "expected a list, got %s", typeName(v))
+	}
+	return l
+}
+
+func (d decoder) str(path string, v any) string {
+	if v == nil {
+		return ""
+	}
+	s, ok := v.(string)
+	if !ok {
+		d.errs.add(path, "expected a string, got %s", typeName(v))
+	}
+	return s
+}
+
+func (d decoder) float(path string, v any) *float64 {
+	n, ok := v.(json.Number)
+	if !ok {
+		d.errs.add(path, "expected a number, got %s", typeName(v))
+		return nil
+	}
+	f, err := n.Float64()
+	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
+		d.errs.add(path, "invalid number %s", n)
+		return nil
+	}
+	return &f
+}
+
+func (d decoder) int(path string, v any) *int {
+	n, ok := v.(json.Number)
+	if !ok {
+		d.errs.add(path, "expected an integer, got %s", typeName(v))
+		return nil
+	}
+	i, err := n.Int64()
+	if err != nil || i > math.MaxInt32 || i < math.MinInt32 {
+		d.errs.add(path, "expected an integer, got %s", n)
+		return nil
+	}
+	out := int(i)
+	return &out
+}
+
+func (d decoder) dataLayer(path string, v any) *DataLayerConfig {
+	dl := &DataLayerConfig{Sources: []DataLayerSource{}}
+	if v == nil {
+		return dl
+	}
+	o, ok := d.object(path, v)
+	if !ok {
+		return dl
+	}
+	d.keys(path, o, "sources")
+	for i, s := range d.list(field(path, "sources"), o["sources"]) {
+		spath := index(field(path, "sources"), i)
+		so, ok := d.object(spath, s)
+		if !ok {
+			continue
+		}
+		d.keys(spath, so, "pluginRef", "extractors")
+		src := DataLayerSource{PluginRef: d.str(field(spath, "pluginRef"), so["pluginRef"])}
+		for j, e := range d.list(field(spath, "extractors"), so["extractors"]) {
+			epath := index(field(spath, "extractors"), j)
+			eo, ok := d.object(epath, e)
+			if !ok {
+				continue
+			}
+			d.keys(epath, eo, "pluginRef")
+			src.Extractors = append(src.Extractors, DataLayerExtractor{PluginRef: d.str(field(epath, "pluginRef"), eo["pluginRef"])})
+		}
+		dl.Sources = append(dl.Sources, src)
+	}
+	return dl
+}
+
+// quantity accepts a Kubernetes quantity written as a string or a number.
+func (d decoder) quantity(path string, v any) string {
+	switch q := v.(type) {
+	case nil:
+		return ""
+	case string:
+		return q
+	case json.Number:
+		return q.String()
+	}
+	d.errs.add(path, "expected a quantity such as \"10Gi\" or 500, got %s", typeName(v))
+	return ""
+}
+
+func (d decoder) band(path string, v any) PriorityBandConfig {
+	var b PriorityBandConfig
+	o, ok := d.object(path, v)
+	if !ok {
+		return b
+	}
+	d.keys(path, o, "priority", "maxBytes", "maxRequests", "fairnessPolicyRef", "orderingPolicyRef")
+	if p, ok := o["priority"]; ok && p != nil {
+		if i := d.int(field(path, "priority"), p); i != nil {
+			b.Priority = *i
+		}
+	}
+	b.MaxBytes = d.quantity(field(path, "maxBytes"), o["maxBytes"])
+	b.MaxRequests = d.quantity(field(path, "maxRequests"), o["maxRequests"])
+	b.FairnessPolicyRef = d.str(field(path, "fairnessPolicyRef"), o["fairnessPolicyRef"])
+	b.OrderingPolicyRef = d.str(field(path, "orderingPolicyRef"), o["orderingPolicyRef"])
+	return b
+}
+
+func (d decoder) flowControl(path string, v any) *FlowControlConfig {
+	o, ok := d.object(path, v)
+	if !ok {
+		return nil
+	}
+	d.keys(path, o, "maxBytes", "maxRequests", "defaultRequestTTL", "defaultPriorityBand", "priorityBands", "usageLimitPolicyPluginRef")
+	fc := &FlowControlConfig{
+		MaxBytes:                  d.quantity(field(path, "maxBytes"), o["maxBytes"]),
+		MaxRequests:               d.quantity(field(path, "maxRequests"), o["maxRequests"]),
+		DefaultRequestTTL:         d.str(field(path, "defaultRequestTTL"), o["defaultRequestTTL"]),
+		UsageLimitPolicyPluginRef: d.str(field(path, "usageLimitPolicyPluginRef"), o["usageLimitPolicyPluginRef"]),
+	}
+	if b, ok := o["defaultPriorityBand"]; ok && b != nil {
+		band := d.band(field(path, "defaultPriorityBand"), b)
+		fc.DefaultPriorityBand = &band
+	}
+	for i, b := range d.list(field(path, "priorityBands"), o["priorityBands"]) {
+		fc.PriorityBands = append(fc.PriorityBands, d.band(index(field(path, "priorityBands"), i), b))
+	}
+	return fc
+}
+
+// closest returns the candidate nearest to s when it is a plausible typo.
+func closest(s string, candidates []string) string {
+	if c := scheduling.Closest(s, candidates, 1); len(c) > 0 {
+		return c[0]
+	}
+	return ""
+}

@@ -1,0 +1,729 @@
+package config
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+)
+
+// Plugin types the loader adds when a configuration leaves them out, as
+// GIE v1.5 does.
+const (
+	SingleProfileHandlerType = "single-profile-handler"
+	MaxScorePickerType       = "max-score-picker"
+	OpenAIParserType         = "openai-parser"
+	UtilizationDetectorType  = "utilization-detector"
+	MetricsDataSourceType    = "metrics-data-source"
+	CoreMetricsExtractorType = "core-metrics-extractor"
+)
+
+// Options configures Load.
+type Options struct {
+	// Registry holds the plugin types; required.
+	Registry *scheduling.Registry
+	// Context bounds the plugins' background work; defaults to Background.
+	Context context.Context
+	// Logger is given to plugins.
+	Logger logr.Logger
+	// Registerer receives framework and plugin metrics; defaults to a
+	// private registry.
+	Registerer prometheus.Registerer
+	// Seed makes plugin randomness reproducible (0: random).
+	Seed uint64
+}
+
+// DataSourceBinding is a data source with its extractors.
+type DataSourceBinding struct {
+	Source     scheduling.DataSource
+	Extractors []scheduling.DataExtractor
+}
+
+// Loaded is a configuration ready to serve.
+type Loaded struct {
+	// Config is the effective configuration: every default filled in.
+	Config *EndpointPickerConfig
+	// Scheduler runs the configuration's plugins.
+	Scheduler *scheduling.Scheduler
+	// Plugins are the instances by name.
+	Plugins map[string]scheduling.Plugin
+	// Parser is the request parser plugin.
+	Parser scheduling.Parser
+	// SaturationDetector is the configured detector.
+	SaturationDetector scheduling.SaturationDetector
+	// DataSources are the data layer's sources, empty when disabled.
+	DataSources []DataSourceBinding
+	// FeatureGates are the enabled gates.
+	FeatureGates map[string]bool
+	// Warnings are problems that do not stop the configuration from
+	// working, such as a deprecated plugin type.
+	Warnings []string
+}
+
+// LoadFile reads and loads a configuration file.
+func LoadFile(path string, opts Options) (*Loaded, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read configuration: %w", err)
+	}
+	return Load(data, opts)
+}
+
+var knownGates = []string{GateDataLayer, GateEnableLegacyMetrics, GateFlowControl, GatePrepareDataPlugins}
+
+// Load decodes, defaults, validates and builds a configuration. Every
+// problem is reported at once in a *ValidationError.
+func Load(data []byte, opts Options) (*Loaded, error) {
+	if opts.Registry == nil {
+		return nil, fmt.Errorf("load configuration: no plugin registry")
+	}
+	errs := &errorList{}
+	cfg := decode(data, errs)
+	if cfg == nil {
+		return nil, errs.err()
+	}
+	l := &loader{
+		opts:      opts,
+		cfg:       cfg,
+		errs:      errs,
+		instances: map[string]scheduling.Plugin{},
+		failed:    map[string]bool{},
+		specIndex: map[string]int{},
+		out:       &Loaded{FeatureGates: map[string]bool{}},
+	}
+	l.handle = scheduling.NewHandle(scheduling.HandleOptions{Context: opts.Context, Logger: opts.Logger, Registerer: opts.Registerer, Seed: opts.Seed})
+	l.header()
+	l.instantiate()
+	l.addProducers()
+	l.defaultScheduling()
+	l.parser()
+	l.saturationDetector()
+	l.dataLayer()
+	l.flowControl()
+	sched := l.build()
+	if err := errs.err(); err != nil {
+		return nil, err
+	}
+	l.fillParams()
+	l.out.Config = cfg
+	l.out.Scheduler = sched
+	l.out.Plugins = l.instances
+	return l.out, nil
+}
+
+type loader struct {
+	opts      Options
+	cfg       *EndpointPickerConfig
+	errs      *errorList
+	handle    *scheduling.BasicHandle
+	instances map[string]scheduling.Plugin
+	order     []string        // instance names in configuration order
+	failed    map[string]bool // declared, but could not be built
+	specIndex map[string]int  // name -> index in cfg.Plugins
+	out       *Loaded
+}
+
+func (l *loader) warn(format string, args ...any) {
+	l.out.Warnings = append(l.out.Warnings, fmt.Sprintf(format, args...))
+}
+
+// label names a plugin instance in messages: plugins[3] "my-queue" (queue-scorer).
+func (l *loader) label(name string) string {
+	i, ok := l.specIndex[name]
+	if !ok {
+		return fmt.Sprintf("plugin %q", name)
+	}
+	return fmt.Sprintf("plugins[%d] %q (%s)", i, name, l.cfg.Plugins[i].Type)
+}
+
+func (l *loader) header() {
+	switch l.cfg.APIVersion {
+	case APIVersionGIE, APIVersionLLMD:
+	case "":
+		l.errs.add("apiVersion", "missing; use %q or %q", APIVersionGIE, APIVersionLLMD)
+	default:
+		l.errs.add("apiVersion", "unsupported %q; use %q or %q", l.cfg.APIVersion, APIVersionGIE, APIVersionLLMD)
+	}
+	switch l.cfg.Kind {
+	case Kind:
+	case "":
+		l.errs.add("kind", "missing; use %q", Kind)
+	default:
+		l.errs.add("kind", "unsupported %q; use %q", l.cfg.Kind, Kind)
+	}
+	for i, g := range l.cfg.FeatureGates {
+		path := index("featureGates", i)
+		switch {
+		case !slices.Contains(knownGates, g):
+			msg := fmt.Sprintf("unknown feature gate %q; known gates: %s", g, strings.Join(knownGates, ", "))
+			if s := closest(g, knownGates); s != "" {
+				msg = fmt.Sprintf("unknown feature gate %q (did you mean %q?)", g, s)
+			}
+			l.errs.add(path, "%s", msg)
+		case g == GateFlowControl:
+			l.errs.add(path, "the flowControl gate turns on flow control (queueing by priority and fairness), which this version of Switchyard does not implement yet; remove the gate: requests are then admitted as in GIE without flow control, sheddable ones (priority < 0) refused with 429 while the saturation detector reports saturation")
+		default:
+			l.out.FeatureGates[g] = true
+		}
+	}
+}
+
+// instantiate builds every declared plugin.
+func (l *loader) instantiate() {
+	for i := range l.cfg.Plugins {
+		spec := &l.cfg.Plugins[i]
+		path := index("plugins", i)
+		if spec.Type == "" {
+			l.errs.add(field(path, "type"), "missing; every plugin needs a type")
+			continue
+		}
+		if spec.Name == "" {
+			spec.Name = spec.Type
+		}
+		if prev, dup := l.specIndex[spec.Name]; dup {
+			l.errs.add(field(path, "name"), "duplicate plugin name %q (also plugins[%d]); give each instance its own name", spec.Name, prev)
+			continue
+		}
+		l.specIndex[spec.Name] = i
+		l.construct(spec.Name, spec.Type, spec.Parameters)
+	}
+}
+
+// construct builds one instance and reports its errors under its label.
+func (l *loader) construct(name, pluginType string, params json.RawMessage) bool {
+	reg, ok := l.opts.Registry.Lookup(pluginType)
+	if !ok {
+		l.failed[name] = true
+		msg := fmt.Sprintf("unknown plugin type %q: Switchyard does not have it", pluginType)
+		if s := l.opts.Registry.Suggest(pluginType); len(s) > 0 {
+			msg += fmt.Sprintf(" (closest known types: %s)", strings.Join(s, ", "))
+		}
+		l.errs.add(l.label(name), "%s", msg)
+		return false
+	}
+	if reg.Deprecated != "" {
+		l.warn("%s: plugin type %q is deprecated: %s", l.label(name), pluginType, reg.Deprecated)
+	}
+	p, err := reg.Factory(name, params, l.handle)
+	if err != nil {
+		l.failed[name] = true
+		for _, e := range scheduling.Errors(err) {
+			l.errs.add(l.label(name), "parameters: %v", e)
+		}
+		return false
+	}
+	l.handle.AddPlugin(name, p)
+	l.instances[name] = p
+	l.order = append(l.order, name)
+	return true
+}
+
+// addDefault adds an instance the configuration left out, named after its
+// type, to the effective configuration. It reports whether the instance
+// exists afterwards.
+func (l *loader) addDefault(pluginType string, params json.RawMessage, why string) bool {
+	if i, taken := l.specIndex[pluginType]; taken {
+		if l.cfg.Plugins[i].Type == pluginType {
+			return !l.failed[pluginType]
+		}
+		l.errs.add(l.label(pluginType), "%s needs a %s plugin named %q, but this name is taken by a plugin of another type; rename it", why, pluginType, pluginType)
+		return false
+	}
+	l.cfg.Plugins = append(l.cfg.Plugins, PluginSpec{Name: pluginType, Type: pluginType, Parameters: params})
+	l.specIndex[pluginType] = len(l.cfg.Plugins) - 1
+	return l.construct(pluginType, pluginType, params)
+}
+
+// addProducers instantiates the producer of every consumed key that no
+// configured plugin produces. Consumers that name a default producer (the
+// prefix scorer names its producer, with its own parameters) go first, so
+// that a consumer without one (the prefix affinity filter) may be listed
+// before them; a key nobody can produce is an error.
+func (l *loader) addProducers() {
+	produced := map[string]bool{}
+	markProduced := func(name string) {
+		if dp, ok := l.instances[name].(scheduling.DataProducer); ok {
+			for _, k := range dp.Produces() {
+				produced[k] = true
+			}
+		}
+	}
+	for _, name := range l.order {
+		markProduced(name)
+	}
+	consumers := slices.Clone(l.order)
+	for _, name := range consumers {
+		dc, ok := l.instances[name].(scheduling.DataConsumer)
+		def, hasDefault := l.instances[name].(scheduling.DefaultProducer)
+		if !ok || !hasDefault {
+			continue
+		}
+		for _, key := range dc.Consumes() {
+			if produced[key] {
+				continue
+			}
+			ptype, params, found := def.DefaultProducer(key)
+			if !found {
+				continue
+			}
+			if l.addDefault(ptype, params, l.label(name)) {
+				markProduced(ptype)
+			}
+			if !produced[key] {
+				l.errs.add(l.label(name), "consumes %q, which its default producer %q does not produce", key, ptype)
+				produced[key] = true // report once
+			}
+		}
+	}
+	for _, name := range consumers {
+		dc, ok := l.instances[name].(scheduling.DataConsumer)
+		if !ok {
+			continue
+		}
+		for _, key := range dc.Consumes() {
+			if !produced[key] {
+				l.errs.add(l.label(name), "consumes %q, which no configured plugin produces; add a plugin that produces it", key)
+				produced[key] = true // report once
+			}
+		}
+	}
+}
+
+func isSchedulingPlugin(p scheduling.Plugin) bool {
+	switch p.(type) {
+	case scheduling.Filter, scheduling.Scorer, scheduling.Picker:
+		return true
+	}
+	return false
+}
+
+// defaultScheduling applies GIE's scheduling defaults: a default profile,
+// the single profile handler, a picker for every profile, scorer weights.
+func (l *loader) defaultScheduling() {
+	if len(l.cfg.SchedulingProfiles) == 0 {
+		prof := SchedulingProfile{Name: "default"}
+		for _, name := range l.order {
+			if isSchedulingPlugin(l.instances[name]) {
+				prof.Plugins = append(prof.Plugins, SchedulingPlugin{PluginRef: name})
+			}
+		}
+		l.cfg.SchedulingProfiles = []SchedulingProfile{prof}
+	}
+	if len(l.cfg.SchedulingProfiles) == 1 && len(l.handlers()) == 0 && !l.anyFailed() {
+		l.addDefault(SingleProfileHandlerType, nil, "a single scheduling profile")
+	}
+	pickerName := ""
+	for _, name := range l.order {
+		if _, ok := l.instances[name].(scheduling.Picker); ok {
+			pickerName = name
+			break
+		}
+	}
+	for i := range l.cfg.SchedulingProfiles {
+		prof := &l.cfg.SchedulingProfiles[i]
+		hasPicker := false
+		for j := range prof.Plugins {
+			ref := &prof.Plugins[j]
+			p := l.instances[ref.PluginRef]
+			if _, ok := p.(scheduling.Scorer); ok && ref.Weight == nil {
+				w := DefaultScorerWeight
+				ref.Weight = &w
+			}
+			if _, ok := p.(scheduling.Picker); ok {
+				hasPicker = true
+			}
+			if l.failed[ref.PluginRef] {
+				hasPicker = true // unknown kind: do not add a picker beside it
+			}
+		}
+		if hasPicker {
+			continue
+		}
+		if pickerName == "" {
+			if !l.addDefault(MaxScorePickerType, nil, fmt.Sprintf("schedulingProfiles[%d] without a picker", i)) {
+				return
+			}
+			pickerName = MaxScorePickerType
+		}
+		prof.Plugins = append(prof.Plugins, SchedulingPlugin{PluginRef: pickerName})
+	}
+}
+
+func (l *loader) anyFailed() bool { return len(l.failed) > 0 }
+
+func (l *loader) handlers() []string {
+	var out []string
+	for _, name := range l.order {
+		if _, ok := l.instances[name].(scheduling.ProfileHandler); ok {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+func (l *loader) undefined(path, ref string) {
+	if l.failed[ref] {
+		return // its own error is already reported
+	}
+	names := make([]string, 0, len(l.specIndex))
+	for n := range l.specIndex {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	msg := fmt.Sprintf("%q is not defined", ref)
+	if s := closest(ref, names); s != "" {
+		msg += fmt.Sprintf(" (did you mean %q?)", s)
+	} else {
+		msg += " in plugins"
+	}
+	l.errs.add(path, "%s", msg)
+}
+
+func (l *loader) parser() {
+	if l.cfg.Parser == nil {
+		l.cfg.Parser = &ParserConfig{PluginRef: OpenAIParserType}
+	}
+	ref := l.cfg.Parser.PluginRef
+	if ref == "" {
+		l.errs.add("parser.pluginRef", "missing; name a parser plugin such as %q", OpenAIParserType)
+		return
+	}
+	if _, ok := l.specIndex[ref]; !ok && ref == OpenAIParserType {
+		l.addDefault(OpenAIParserType, nil, "the default parser")
+	}
+	p, ok := l.instances[ref]
+	if !ok {
+		l.undefined("parser.pluginRef", ref)
+		return
+	}
+	parser, ok := p.(scheduling.Parser)
+	if !ok {
+		l.errs.add("parser.pluginRef", "%s is not a parser", l.label(ref))
+		return
+	}
+	l.out.Parser = parser
+}
+
+func (l *loader) saturationDetector() {
+	sd := l.cfg.SaturationDetector
+	if sd == nil {
+		sd = &SaturationDetectorConfig{}
+		l.cfg.SaturationDetector = sd
+	}
+	inline := sd.QueueDepthThreshold != nil || sd.KVCacheUtilThreshold != nil || sd.MetricsStalenessThreshold != ""
+	if inline {
+		if sd.PluginRef != "" {
+			l.errs.add("saturationDetector", "set either pluginRef or the inline thresholds of GIE v1.3/v1.4 (queueDepthThreshold, kvCacheUtilThreshold, metricsStalenessThreshold), not both")
+			return
+		}
+		params := map[string]any{}
+		if sd.QueueDepthThreshold != nil {
+			params["queueDepthThreshold"] = *sd.QueueDepthThreshold
+		}
+		if sd.KVCacheUtilThreshold != nil {
+			params["kvCacheUtilThreshold"] = *sd.KVCacheUtilThreshold
+		}
+		if sd.MetricsStalenessThreshold != "" {
+			params["metricsStalenessThreshold"] = sd.MetricsStalenessThreshold
+		}
+		raw, _ := json.Marshal(params)
+		l.warn("saturationDetector: the inline thresholds are GIE v1.3/v1.4 syntax; they now configure a %s plugin referenced by saturationDetector.pluginRef", UtilizationDetectorType)
+		if !l.addDefault(UtilizationDetectorType, raw, "saturationDetector") {
+			return
+		}
+		*sd = SaturationDetectorConfig{PluginRef: UtilizationDetectorType}
+	}
+	if sd.PluginRef == "" {
+		sd.PluginRef = UtilizationDetectorType
+	}
+	if _, ok := l.specIndex[sd.PluginRef]; !ok && sd.PluginRef == UtilizationDetectorType {
+		l.addDefault(UtilizationDetectorType, nil, "the default saturation detector")
+	}
+	p, ok := l.instances[sd.PluginRef]
+	if !ok {
+		l.undefined("saturationDetector.pluginRef", sd.PluginRef)
+		return
+	}
+	det, ok := p.(scheduling.SaturationDetector)
+	if !ok {
+		l.errs.add("saturationDetector.pluginRef", "%s is not a saturation detector", l.label(sd.PluginRef))
+		return
+	}
+	l.out.SaturationDetector = det
+}
+
+func (l *loader) dataLayer() {
+	if l.out.FeatureGates[GateEnableLegacyMetrics] {
+		if l.cfg.DataLayer != nil {
+			l.warn("dataLayer: ignored because the %s feature gate is on; metrics are scraped with the built-in vLLM mapping", GateEnableLegacyMetrics)
+			l.cfg.DataLayer = nil
+		}
+		return
+	}
+	if l.cfg.DataLayer == nil {
+		okSrc := l.addDefault(MetricsDataSourceType, nil, "the default data layer")
+		okExt := l.addDefault(CoreMetricsExtractorType, nil, "the default data layer")
+		if !okSrc || !okExt {
+			return
+		}
+		l.cfg.DataLayer = &DataLayerConfig{Sources: []DataLayerSource{{
+			PluginRef:  MetricsDataSourceType,
+			Extractors: []DataLayerExtractor{{PluginRef: CoreMetricsExtractorType}},
+		}}}
+	}
+	for i, src := range l.cfg.DataLayer.Sources {
+		spath := index("dataLayer.sources", i)
+		binding := DataSourceBinding{}
+		p, ok := l.instances[src.PluginRef]
+		switch {
+		case src.PluginRef == "":
+			l.errs.add(field(spath, "pluginRef"), "missing")
+		case !ok:
+			l.undefined(field(spath, "pluginRef"), src.PluginRef)
+		default:
+			ds, isDS := p.(scheduling.DataSource)
+			if !isDS {
+				l.errs.add(field(spath, "pluginRef"), "%s is not a data source", l.label(src.PluginRef))
+			}
+			binding.Source = ds
+		}
+		for j, ext := range src.Extractors {
+			epath := index(field(spath, "extractors"), j) + ".pluginRef"
+			p, ok := l.instances[ext.PluginRef]
+			switch {
+			case ext.PluginRef == "":
+				l.errs.add(epath, "missing")
+			case !ok:
+				l.undefined(epath, ext.PluginRef)
+			default:
+				de, isDE := p.(scheduling.DataExtractor)
+				if !isDE {
+					l.errs.add(epath, "%s is not a data extractor", l.label(ext.PluginRef))
+					continue
+				}
+				binding.Extractors = append(binding.Extractors, de)
+			}
+		}
+		if binding.Source != nil {
+			l.out.DataSources = append(l.out.DataSources, binding)
+		}
+	}
+}
+
+func (l *loader) quantity(path, q string) {
+	if q == "" {
+		return
+	}
+	v, err := resource.ParseQuantity(q)
+	if err != nil {
+		l.errs.add(path, "invalid quantity %q: use a Kubernetes quantity such as 10Gi or 5k", q)
+		return
+	}
+	if v.Sign() < 0 {
+		l.errs.add(path, "must be >= 0, got %s", q)
+	}
+}
+
+func (l *loader) policyRef(path, ref string) {
+	if ref == "" {
+		return
+	}
+	if _, ok := l.instances[ref]; !ok {
+		l.undefined(path, ref)
+	}
+}
+
+func (l *loader) flowControl() {
+	fc := l.cfg.FlowControl
+	if fc == nil {
+		return
+	}
+	if !slices.Contains(l.cfg.FeatureGates, GateFlowControl) {
+		l.warn("flowControl: ignored because the %s feature gate is off (as in GIE)", GateFlowControl)
+	}
+	l.quantity("flowControl.maxBytes", fc.MaxBytes)
+	l.quantity("flowControl.maxRequests", fc.MaxRequests)
+	if fc.DefaultRequestTTL != "" {
+		if d, err := time.ParseDuration(fc.DefaultRequestTTL); err != nil {
+			l.errs.add("flowControl.defaultRequestTTL", "invalid duration %q: use e.g. 60s", fc.DefaultRequestTTL)
+		} else if d < 0 {
+			l.errs.add("flowControl.defaultRequestTTL", "must be >= 0, got %s", fc.DefaultRequestTTL)
+		}
+	}
+	l.policyRef("flowControl.usageLimitPolicyPluginRef", fc.UsageLimitPolicyPluginRef)
+	band := func(path string, b PriorityBandConfig) {
+		l.quantity(field(path, "maxBytes"), b.MaxBytes)
+		l.quantity(field(path, "maxRequests"), b.MaxRequests)
+		l.policyRef(field(path, "fairnessPolicyRef"), b.FairnessPolicyRef)
+		l.policyRef(field(path, "orderingPolicyRef"), b.OrderingPolicyRef)
+	}
+	if fc.DefaultPriorityBand != nil {
+		band("flowControl.defaultPriorityBand", *fc.DefaultPriorityBand)
+	}
+	seen := map[int]int{}
+	for i, b := range fc.PriorityBands {
+		path := index("flowControl.priorityBands", i)
+		if prev, dup := seen[b.Priority]; dup {
+			l.errs.add(field(path, "priority"), "duplicate priority %d (also priorityBands[%d])", b.Priority, prev)
+		}
+		seen[b.Priority] = i
+		band(path, b)
+	}
+}
+
+// build validates the profiles and assembles the scheduler.
+func (l *loader) build() *scheduling.Scheduler {
+	metrics, err := scheduling.NewFrameworkMetrics(l.handle.Registerer())
+	if err != nil {
+		l.errs.add("", "register framework metrics: %v", err)
+		return nil
+	}
+	var profiles []*scheduling.Profile
+	seen := map[string]int{}
+	for i, prof := range l.cfg.SchedulingProfiles {
+		path := index("schedulingProfiles", i)
+		if prof.Name == "" {
+			l.errs.add(field(path, "name"), "missing; every profile needs a name")
+		} else if prev, dup := seen[prof.Name]; dup {
+			l.errs.add(field(path, "name"), "duplicate profile name %q (also schedulingProfiles[%d])", prof.Name, prev)
+		}
+		seen[prof.Name] = i
+		var (
+			filters   []scheduling.Filter
+			scorers   []scheduling.WeightedScorer
+			picker    scheduling.Picker
+			pickerRef string
+			broken    bool
+		)
+		for j, ref := range prof.Plugins {
+			rpath := index(field(path, "plugins"), j)
+			if ref.PluginRef == "" {
+				l.errs.add(field(rpath, "pluginRef"), "missing")
+				broken = true
+				continue
+			}
+			if ref.Weight != nil && *ref.Weight < 0 {
+				l.errs.add(field(rpath, "weight"), "must be >= 0, got %v", *ref.Weight)
+				broken = true
+			}
+			p, ok := l.instances[ref.PluginRef]
+			if !ok {
+				l.undefined(field(rpath, "pluginRef"), ref.PluginRef)
+				broken = true
+				continue
+			}
+			used := false
+			if f, ok := p.(scheduling.Filter); ok {
+				filters = append(filters, f)
+				used = true
+			}
+			if s, ok := p.(scheduling.Scorer); ok {
+				w := DefaultScorerWeight
+				if ref.Weight != nil {
+					w = *ref.Weight
+				}
+				scorers = append(scorers, scheduling.WeightedScorer{Scorer: s, Weight: w})
+				used = true
+			} else if ref.Weight != nil {
+				l.warn("%s.weight: ignored: %s is not a scorer", rpath, l.label(ref.PluginRef))
+			}
+			if pk, ok := p.(scheduling.Picker); ok {
+				if picker != nil {
+					l.errs.add(field(rpath, "pluginRef"), "%s is a second picker in profile %q (the first is %q); a profile has exactly one picker", l.label(ref.PluginRef), prof.Name, pickerRef)
+					broken = true
+				} else {
+					picker, pickerRef = pk, ref.PluginRef
+				}
+				used = true
+			}
+			if !used {
+				l.warn("%s.pluginRef: %s is not a filter, scorer or picker; it has no effect in a profile", rpath, l.label(ref.PluginRef))
+			}
+		}
+		if broken || picker == nil {
+			continue
+		}
+		p, err := scheduling.NewProfile(prof.Name, filters, scorers, picker, metrics)
+		if err != nil {
+			l.errs.add(path, "%v", err)
+			continue
+		}
+		profiles = append(profiles, p)
+	}
+
+	handlers := l.handlers()
+	switch {
+	case len(handlers) > 1:
+		l.errs.add("plugins", "more than one profile handler (%s); configure exactly one", strings.Join(handlers, ", "))
+	case len(handlers) == 0 && len(l.cfg.SchedulingProfiles) > 1:
+		l.errs.add("schedulingProfiles", "%d profiles need a profile handler plugin, and none is configured", len(l.cfg.SchedulingProfiles))
+	case len(handlers) == 1 && len(l.cfg.SchedulingProfiles) > 1:
+		if t := l.instances[handlers[0]].TypedName().Type; t == SingleProfileHandlerType {
+			l.errs.add("schedulingProfiles", "%s runs exactly one profile, but %d are configured; use a handler that supports several", l.label(handlers[0]), len(l.cfg.SchedulingProfiles))
+		}
+	}
+	if len(l.errs.errs) > 0 {
+		return nil
+	}
+
+	cfg := scheduling.SchedulerConfig{
+		ProfileHandler:     l.instances[handlers[0]].(scheduling.ProfileHandler),
+		Profiles:           profiles,
+		SaturationDetector: l.out.SaturationDetector,
+		Metrics:            metrics,
+	}
+	for _, name := range l.order {
+		p := l.instances[name]
+		if v, ok := p.(scheduling.DataProducer); ok {
+			cfg.Producers = append(cfg.Producers, v)
+		}
+		if v, ok := p.(scheduling.Admitter); ok {
+			cfg.Admitters = append(cfg.Admitters, v)
+		}
+		if v, ok := p.(scheduling.PreRequest); ok {
+			cfg.PreRequest = append(cfg.PreRequest, v)
+		}
+		if v, ok := p.(scheduling.ResponseReceived); ok {
+			cfg.ResponseReceived = append(cfg.ResponseReceived, v)
+		}
+		if v, ok := p.(scheduling.ResponseStreaming); ok {
+			cfg.ResponseStreaming = append(cfg.ResponseStreaming, v)
+		}
+		if v, ok := p.(scheduling.ResponseComplete); ok {
+			cfg.ResponseComplete = append(cfg.ResponseComplete, v)
+		}
+	}
+	s, err := scheduling.NewScheduler(cfg)
+	if err != nil {
+		l.errs.add("plugins", "%v", err)
+		return nil
+	}
+	return s
+}
+
+// fillParams writes each instance's effective parameters (defaults
+// applied) into the effective configuration.
+func (l *loader) fillParams() {
+	for i := range l.cfg.Plugins {
+		spec := &l.cfg.Plugins[i]
+		p, ok := l.handle.Params(spec.Name)
+		if !ok {
+			continue
+		}
+		raw, err := json.Marshal(p)
+		if err != nil || string(raw) == "{}" {
+			continue
+		}
+		spec.Parameters = raw
+	}
+}

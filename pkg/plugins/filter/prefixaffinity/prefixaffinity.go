@@ -1,0 +1,246 @@
+// Package prefixaffinity implements GIE's prefix-cache-affinity-filter: it
+// narrows the candidates to the "sticky" endpoints that already hold most of
+// the prompt's prefix, unless they are so loaded that their estimated
+// time to first token (TTFT) is worse than the best other endpoint's by more
+// than a penalty. With a small probability it skips filtering to explore.
+//
+// Several instances with different thresholds can be chained (for example
+// 0.99 as a global gate and 0.80 within a tier).
+package prefixaffinity
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+)
+
+// Type is the plugin type used in configuration.
+const Type = "prefix-cache-affinity-filter"
+
+// charsPerToken estimates prompt tokens from bytes when the request carries
+// no token count, as the prefix producer does.
+const charsPerToken = 4
+
+// Params configures the filter. The first three keys are GIE v1.5's;
+// peakPrefillThroughput is llm-d's.
+type Params struct {
+	// AffinityThreshold is the prefix match ratio (matched / total blocks)
+	// at or above which an endpoint is sticky. In [0, 1]; 0 disables the
+	// filter. Default 0.80.
+	AffinityThreshold float64 `json:"affinityThreshold"`
+	// ExplorationProbability is the probability of keeping every endpoint
+	// for a request, so other endpoints warm up too. In [0, 1]. Default
+	// 0.01.
+	ExplorationProbability float64 `json:"explorationProbability"`
+	// MaxTTFTPenaltyMs is how much worse, in milliseconds, the best sticky
+	// endpoint's estimated TTFT may be than the best other endpoint's before
+	// stickiness is broken and every endpoint is kept. 0 always sticks.
+	// Default 5000.
+	MaxTTFTPenaltyMs float64 `json:"maxTTFTPenaltyMs"`
+	// PeakPrefillThroughput is an endpoint's prefill rate in tokens per
+	// second, used to turn queued and uncached prompt tokens into a TTFT
+	// estimate. > 0. Default 15928 (llm-d's calibration for Qwen 32B on
+	// 2×H100).
+	PeakPrefillThroughput float64 `json:"peakPrefillThroughput"`
+}
+
+// DefaultParams returns GIE v1.5's defaults (and llm-d's throughput).
+func DefaultParams() Params {
+	return Params{
+		AffinityThreshold:      0.80,
+		ExplorationProbability: 0.01,
+		MaxTTFTPenaltyMs:       5000,
+		PeakPrefillThroughput:  15928,
+	}
+}
+
+// Validate reports every invalid parameter.
+func (p *Params) Validate() error {
+	var errs []error
+	if !(p.AffinityThreshold >= 0 && p.AffinityThreshold <= 1) {
+		errs = append(errs, fmt.Errorf("affinityThreshold: must be in [0, 1], got %v", p.AffinityThreshold))
+	}
+	if !(p.ExplorationProbability >= 0 && p.ExplorationProbability <= 1) {
+		errs = append(errs, fmt.Errorf("explorationProbability: must be in [0, 1], got %v", p.ExplorationProbability))
+	}
+	if !(p.MaxTTFTPenaltyMs >= 0) || math.IsInf(p.MaxTTFTPenaltyMs, 0) {
+		errs = append(errs, fmt.Errorf("maxTTFTPenaltyMs: must be >= 0, got %v", p.MaxTTFTPenaltyMs))
+	}
+	if !(p.PeakPrefillThroughput > 0) || math.IsInf(p.PeakPrefillThroughput, 0) {
+		errs = append(errs, fmt.Errorf("peakPrefillThroughput: must be > 0, got %v", p.PeakPrefillThroughput))
+	}
+	return errors.Join(errs...)
+}
+
+// Filter is the prefix-cache-affinity-filter. It is safe for concurrent
+// use.
+type Filter struct {
+	typedName scheduling.TypedName
+	params    Params
+	rng       *rand.Rand
+}
+
+// New builds a prefix-cache-affinity-filter.
+func New(name string, p Params, h scheduling.Handle) (*Filter, error) {
+	if h == nil {
+		return nil, errors.New("nil handle")
+	}
+	if name == "" {
+		name = Type
+	}
+	return &Filter{
+		typedName: scheduling.TypedName{Type: Type, Name: name},
+		params:    p,
+		rng:       h.Rand(name),
+	}, nil
+}
+
+// TypedName implements scheduling.Plugin.
+func (f *Filter) TypedName() scheduling.TypedName { return f.typedName }
+
+// Consumes implements scheduling.DataConsumer. The in-flight load is used
+// when present but not required.
+func (f *Filter) Consumes() []string { return []string{scheduling.PrefixMatchKey.Name()} }
+
+// Filter implements scheduling.Filter. It returns the sticky endpoints
+// (prefix match ratio >= affinityThreshold), or every endpoint when there is
+// none, when exploring, or when the sticky ones are too slow.
+func (f *Filter) Filter(_ context.Context, req *scheduling.Request, endpoints []*scheduling.Endpoint) []*scheduling.Endpoint {
+	if len(endpoints) <= 1 || f.params.AffinityThreshold <= 0 {
+		return endpoints
+	}
+	if f.params.ExplorationProbability > 0 && f.rng.Float64() < f.params.ExplorationProbability {
+		return endpoints
+	}
+	pm, ok := scheduling.PrefixMatchKey.Get(req)
+	if !ok || pm == nil || pm.TotalBlocks <= 0 || len(pm.Matched) == 0 {
+		return endpoints
+	}
+	total := float64(pm.TotalBlocks)
+	// Only endpoints with a hit can be sticky: without a hit at or above
+	// the threshold there is nothing to narrow to, and no endpoint to scan.
+	anySticky := false
+	for _, m := range pm.Matched {
+		if float64(m)/total >= f.params.AffinityThreshold {
+			anySticky = true
+			break
+		}
+	}
+	if !anySticky {
+		return endpoints
+	}
+	gate := f.params.MaxTTFTPenaltyMs > 0
+	var est ttftEstimator
+	if gate {
+		est = newTTFTEstimator(req, f.params.PeakPrefillThroughput)
+	}
+
+	sticky := make([]*scheduling.Endpoint, 0, min(len(pm.Matched), len(endpoints)))
+	bestSticky, bestOther := math.Inf(1), math.Inf(1)
+	// With few hits (the usual case) a 256-bit signature of the hit keys
+	// skips the map lookup for almost every other endpoint.
+	useSig := len(pm.Matched) <= signatureMaxKeys
+	var sig [4]uint64
+	if useSig {
+		for k := range pm.Matched {
+			b := keySignature(k)
+			sig[b>>6] |= 1 << (b & 63)
+		}
+	}
+	for _, e := range endpoints {
+		matched := 0
+		if k := e.Key(); !useSig {
+			matched = pm.Matched[k]
+		} else if b := keySignature(k); sig[b>>6]&(1<<(b&63)) != 0 {
+			matched = pm.Matched[k]
+		}
+		ratio := float64(matched) / total
+		if ratio >= f.params.AffinityThreshold {
+			sticky = append(sticky, e)
+			if gate {
+				bestSticky = min(bestSticky, est.ttftMs(e, ratio))
+			}
+		} else if gate {
+			bestOther = min(bestOther, est.ttftMs(e, ratio))
+		}
+	}
+	switch {
+	case len(sticky) == 0 || len(sticky) == len(endpoints):
+		return endpoints
+	case gate && bestSticky-bestOther > f.params.MaxTTFTPenaltyMs:
+		return endpoints
+	}
+	return sticky
+}
+
+// signatureMaxKeys is the largest Matched map Filter screens by signature.
+const signatureMaxKeys = 32
+
+// keySignature maps an endpoint key to one of 256 bits from its length and
+// a few of its bytes (endpoint keys differ in their ends and middles). It
+// is the same screen the prefix-cache-scorer uses.
+func keySignature(k string) uint8 {
+	n := len(k)
+	if n == 0 {
+		return 0
+	}
+	x := uint64(n) | uint64(k[n-1])<<8 | uint64(k[n/2])<<16 | uint64(k[(3*n)/4])<<24 | uint64(k[max(n-2, 0)])<<32 | uint64(k[max(n-3, 0)])<<40
+	return uint8((x * 0x9E3779B97F4A7C15) >> 56)
+}
+
+// ttftEstimator estimates an endpoint's time to first token for the
+// request. GIE v1.5 reads the TTFT predicted by its latency-predictor
+// sidecar, which Switchyard does not have. This is the closest estimate
+// from the data at hand, after llm-d's "prefillThroughput" source: the
+// prompt tokens queued ahead on the endpoint plus the request's own
+// uncached tokens, divided by the peak prefill throughput.
+//
+// The queued tokens are the endpoint's in-flight uncached tokens when an
+// in-flight load producer ran (as in llm-d). Otherwise they are the
+// endpoint's waiting queue size times this request's prompt length, the
+// only request size known.
+type ttftEstimator struct {
+	load         scheduling.InFlightLoad
+	promptTokens float64
+	msPerToken   float64
+}
+
+func newTTFTEstimator(req *scheduling.Request, peakTokensPerSecond float64) ttftEstimator {
+	load, _ := scheduling.InFlightLoadKey.Get(req)
+	tokens := req.PromptTokens
+	if tokens <= 0 {
+		tokens = len(req.Prompt.Text) / charsPerToken
+	}
+	return ttftEstimator{load: load, promptTokens: float64(tokens), msPerToken: 1000 / peakTokensPerSecond}
+}
+
+// ttftMs returns the estimate in milliseconds for an endpoint whose prefix
+// match ratio is ratio.
+func (t ttftEstimator) ttftMs(e *scheduling.Endpoint, ratio float64) float64 {
+	var queued float64
+	if t.load != nil {
+		_, tokens := t.load.InFlight(e.Key())
+		queued = float64(tokens)
+	} else {
+		queued = float64(e.Metrics().WaitingQueueSize) * t.promptTokens
+	}
+	own := (1 - min(ratio, 1)) * t.promptTokens
+	return (queued + own) * t.msPerToken
+}
+
+// Registration registers prefix-cache-affinity-filter.
+var Registration = scheduling.Registration{
+	Type:      Type,
+	Stability: scheduling.Beta,
+	Factory:   scheduling.Typed(DefaultParams, New),
+}
+
+// Interface guards.
+var (
+	_ scheduling.Filter       = (*Filter)(nil)
+	_ scheduling.DataConsumer = (*Filter)(nil)
+)

@@ -1,0 +1,109 @@
+// Package random provides the random-picker: it returns endpoints chosen
+// uniformly at random, without replacement, ignoring their scores.
+//
+// GIE v1.5 shuffles all the scored endpoints and takes the first N; this
+// picker draws the same distribution with one random number for one
+// endpoint, and a partial Fisher-Yates shuffle of N steps for more.
+package random
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+)
+
+// Type is the plugin type used in configuration.
+const Type = "random-picker"
+
+// Params configures a random-picker.
+type Params struct {
+	// MaxNumOfEndpoints is how many distinct endpoints the picker returns:
+	// the primary target first, then fallbacks, in random order. Fewer
+	// are returned when fewer endpoints are left. At least 1; default 1.
+	MaxNumOfEndpoints int `json:"maxNumOfEndpoints"`
+}
+
+// DefaultParams returns the default parameters.
+func DefaultParams() Params { return Params{MaxNumOfEndpoints: 1} }
+
+// Validate reports every invalid parameter.
+func (p *Params) Validate() error {
+	var errs []error
+	if p.MaxNumOfEndpoints < 1 {
+		errs = append(errs, fmt.Errorf("maxNumOfEndpoints: must be >= 1, got %d", p.MaxNumOfEndpoints))
+	}
+	return errors.Join(errs...)
+}
+
+// Picker is a random-picker instance. It is safe for concurrent use.
+type Picker struct {
+	typedName scheduling.TypedName
+	max       int
+	rng       *rand.Rand
+}
+
+// New returns a random-picker. Its randomness comes from h.Rand(name).
+func New(name string, p Params, h scheduling.Handle) (*Picker, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, errors.New("random-picker: nil handle")
+	}
+	if name == "" {
+		name = Type
+	}
+	return &Picker{
+		typedName: scheduling.TypedName{Type: Type, Name: name},
+		max:       p.MaxNumOfEndpoints,
+		rng:       h.Rand(name),
+	}, nil
+}
+
+// TypedName implements scheduling.Plugin.
+func (p *Picker) TypedName() scheduling.TypedName { return p.typedName }
+
+// Pick implements scheduling.Picker. Every ordered selection of
+// min(MaxNumOfEndpoints, len(scored)) distinct endpoints is equally likely.
+// Pick may reorder scored.
+func (p *Picker) Pick(_ context.Context, _ *scheduling.Request, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
+	n := len(scored)
+	switch {
+	case n == 0:
+		return &scheduling.ProfileResult{}
+	case p.max == 1:
+		return singleResult(scored[p.rng.IntN(n)].Endpoint)
+	}
+	k := min(p.max, n)
+	targets := make([]*scheduling.Endpoint, k)
+	for i := range k {
+		j := i + p.rng.IntN(n-i)
+		scored[i], scored[j] = scored[j], scored[i]
+		targets[i] = scored[i].Endpoint
+	}
+	return &scheduling.ProfileResult{Targets: targets}
+}
+
+// oneTarget holds a result and its single target in one allocation.
+type oneTarget struct {
+	res     scheduling.ProfileResult
+	targets [1]*scheduling.Endpoint
+}
+
+func singleResult(e *scheduling.Endpoint) *scheduling.ProfileResult {
+	o := &oneTarget{targets: [1]*scheduling.Endpoint{e}}
+	o.res.Targets = o.targets[:]
+	return &o.res
+}
+
+// Registration registers the random-picker.
+var Registration = scheduling.Registration{
+	Type:      Type,
+	Stability: scheduling.Beta,
+	Factory:   scheduling.Typed(DefaultParams, New),
+}
+
+var _ scheduling.Picker = (*Picker)(nil)

@@ -1,0 +1,177 @@
+package random
+
+import (
+	"encoding/json"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling/schedulingtest"
+)
+
+func TestFactory(t *testing.T) {
+	tests := []struct {
+		name    string
+		raw     string
+		wantMax int
+		wantErr string
+	}{
+		{name: "no parameters", raw: "", wantMax: 1},
+		{name: "empty object", raw: "{}", wantMax: 1},
+		{name: "two endpoints", raw: `{"maxNumOfEndpoints": 2}`, wantMax: 2},
+		{name: "zero", raw: `{"maxNumOfEndpoints": 0}`, wantErr: "maxNumOfEndpoints: must be >= 1, got 0"},
+		{name: "negative", raw: `{"maxNumOfEndpoints": -1}`, wantErr: "maxNumOfEndpoints: must be >= 1, got -1"},
+		{name: "unknown key", raw: `{"seed": 4}`, wantErr: `unknown field "seed"`},
+		{name: "wrong type", raw: `{"maxNumOfEndpoints": true}`, wantErr: "maxNumOfEndpoints: expected an integer"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var raw json.RawMessage
+			if tt.raw != "" {
+				raw = json.RawMessage(tt.raw)
+			}
+			got, err := Registration.Factory("rnd", raw, schedulingtest.NewHandle(t))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			p := got.(*Picker)
+			if p.max != tt.wantMax {
+				t.Errorf("max = %d, want %d", p.max, tt.wantMax)
+			}
+			if want := (scheduling.TypedName{Type: Type, Name: "rnd"}); p.TypedName() != want {
+				t.Errorf("TypedName = %v, want %v", p.TypedName(), want)
+			}
+		})
+	}
+}
+
+func TestNew(t *testing.T) {
+	if _, err := New("x", Params{}, schedulingtest.NewHandle(t)); err == nil {
+		t.Error("New accepted maxNumOfEndpoints 0")
+	}
+	if _, err := New("x", DefaultParams(), nil); err == nil {
+		t.Error("New accepted a nil handle")
+	}
+}
+
+func scoredOf(scores ...float64) []scheduling.ScoredEndpoint {
+	eps := schedulingtest.Endpoints(len(scores), nil)
+	out := make([]scheduling.ScoredEndpoint, len(scores))
+	for i, e := range eps {
+		out[i] = scheduling.ScoredEndpoint{Endpoint: e, Score: scores[i]}
+	}
+	return out
+}
+
+func newPicker(t testing.TB, max int) *Picker {
+	t.Helper()
+	p, err := New(Type, Params{MaxNumOfEndpoints: max}, schedulingtest.NewHandle(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func within(t *testing.T, what string, count, n int, p float64) {
+	t.Helper()
+	mean := float64(n) * p
+	sd := math.Sqrt(float64(n) * p * (1 - p))
+	if math.Abs(float64(count)-mean) > 5*sd+1e-9 {
+		t.Errorf("%s: count %d, want %.0f ± %.0f", what, count, mean, 5*sd)
+	}
+}
+
+func TestPick(t *testing.T) {
+	const trials = 30000
+	tests := []struct {
+		name    string
+		scores  []float64
+		max     int
+		wantLen int
+	}{
+		{name: "no endpoints", scores: nil, max: 1, wantLen: 0},
+		{name: "one of three, scores ignored", scores: []float64{0.1, 0.2, 0.9}, max: 1, wantLen: 1},
+		{name: "two of three", scores: []float64{0.1, 0.2, 0.3}, max: 2, wantLen: 2},
+		{name: "fewer than wanted", scores: []float64{0.1, 0.2}, max: 5, wantLen: 2},
+		{name: "exactly as many", scores: []float64{0, 0, 0}, max: 3, wantLen: 3},
+		{name: "one of ten", scores: make([]float64, 10), max: 1, wantLen: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := newPicker(t, tt.max)
+			n := len(tt.scores)
+			if n == 0 {
+				if res := p.Pick(t.Context(), nil, nil); res == nil || len(res.Targets) != 0 {
+					t.Fatalf("got %+v, want an empty result", res)
+				}
+				return
+			}
+			template := scoredOf(tt.scores...)
+			scored := make([]scheduling.ScoredEndpoint, n)
+			first := map[string]int{}
+			chosen := map[string]int{}
+			for range trials {
+				copy(scored, template) // Pick may reorder
+				res := p.Pick(t.Context(), nil, scored)
+				names := schedulingtest.Names(res.Targets)
+				if len(names) != tt.wantLen {
+					t.Fatalf("got %v, want %d targets", names, tt.wantLen)
+				}
+				sorted := slices.Clone(names)
+				slices.Sort(sorted)
+				if len(slices.Compact(sorted)) != len(names) {
+					t.Fatalf("duplicate target in %v", names)
+				}
+				first[names[0]]++
+				for _, name := range names {
+					chosen[name]++
+				}
+			}
+			for _, e := range schedulingtest.Endpoints(n, nil) {
+				within(t, "first "+e.Name(), first[e.Name()], trials, 1/float64(n))
+				within(t, "chosen "+e.Name(), chosen[e.Name()], trials, float64(tt.wantLen)/float64(n))
+			}
+		})
+	}
+}
+
+// TestPickOrderedPairs checks every ordered pair is equally likely.
+func TestPickOrderedPairs(t *testing.T) {
+	const trials = 30000
+	p := newPicker(t, 2)
+	scored := scoredOf(0, 0, 0) // reordering it between picks is harmless
+	counts := map[string]int{}
+	for range trials {
+		counts[strings.Join(schedulingtest.Names(p.Pick(t.Context(), nil, scored).Targets), ",")]++
+	}
+	if len(counts) != 6 {
+		t.Errorf("got %d distinct ordered pairs, want 6: %v", len(counts), counts)
+	}
+	for pair, c := range counts {
+		within(t, pair, c, trials, 1./6)
+	}
+}
+
+func TestPickConcurrent(t *testing.T) {
+	p := newPicker(t, 2)
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for range 200 {
+				if res := p.Pick(t.Context(), nil, scoredOf(0, 0, 0)); len(res.Targets) != 2 {
+					t.Errorf("got %d targets", len(res.Targets))
+				}
+			}
+		})
+	}
+	wg.Wait()
+}

@@ -1,0 +1,283 @@
+// Package weightedrandom provides the weighted-random-picker: it returns
+// endpoints drawn at random without replacement, each with a probability
+// proportional to its total score.
+//
+// As in GIE v1.5 it uses A-Res weighted reservoir sampling: every endpoint
+// with a positive score s gets the key U^(1/s), U uniform in (0, 1), and the
+// endpoints with the largest keys win. Endpoints scored zero come after every
+// positively scored one (they only fill places the positive ones cannot),
+// and when no score is positive the pick is uniformly random, like the
+// random-picker.
+//
+// To pick several endpoints the picker ranks them by ln(U)/s = -E/s, E
+// exponentially distributed, rather than by U^(1/s): the order is the same,
+// but small scores no longer underflow U^(1/s) to zero and tie; the best
+// keys are found by an expected linear-time partial selection, not a sort.
+// To pick one, which A-Res draws with probability s/Σs, it inverts the
+// cumulative scores instead: two passes and a single random number.
+package weightedrandom
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"sync"
+
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+)
+
+// Type is the plugin type used in configuration.
+const Type = "weighted-random-picker"
+
+// Params configures a weighted-random-picker.
+type Params struct {
+	// MaxNumOfEndpoints is how many distinct endpoints the picker returns:
+	// the primary target first, then fallbacks, in the order they were
+	// drawn. Fewer are returned when fewer endpoints are left. At least 1;
+	// default 1.
+	MaxNumOfEndpoints int `json:"maxNumOfEndpoints"`
+}
+
+// DefaultParams returns the default parameters.
+func DefaultParams() Params { return Params{MaxNumOfEndpoints: 1} }
+
+// Validate reports every invalid parameter.
+func (p *Params) Validate() error {
+	var errs []error
+	if p.MaxNumOfEndpoints < 1 {
+		errs = append(errs, fmt.Errorf("maxNumOfEndpoints: must be >= 1, got %d", p.MaxNumOfEndpoints))
+	}
+	return errors.Join(errs...)
+}
+
+// Picker is a weighted-random-picker instance. It is safe for concurrent
+// use.
+type Picker struct {
+	typedName scheduling.TypedName
+	max       int
+	rng       *rand.Rand
+}
+
+// New returns a weighted-random-picker. Its randomness comes from
+// h.Rand(name).
+func New(name string, p Params, h scheduling.Handle) (*Picker, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	if h == nil {
+		return nil, errors.New("weighted-random-picker: nil handle")
+	}
+	if name == "" {
+		name = Type
+	}
+	return &Picker{
+		typedName: scheduling.TypedName{Type: Type, Name: name},
+		max:       p.MaxNumOfEndpoints,
+		rng:       h.Rand(name),
+	}, nil
+}
+
+// TypedName implements scheduling.Plugin.
+func (p *Picker) TypedName() scheduling.TypedName { return p.typedName }
+
+// Pick implements scheduling.Picker. The first target is endpoint i with
+// probability s_i / Σs; each further target is drawn the same way from the
+// endpoints not yet drawn. Endpoints whose score is zero (or NaN) are drawn
+// only once every positively scored endpoint has been, uniformly among
+// themselves. Pick does not modify scored.
+func (p *Picker) Pick(_ context.Context, _ *scheduling.Request, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
+	n := len(scored)
+	switch {
+	case n == 0:
+		return &scheduling.ProfileResult{}
+	case p.max == 1:
+		return singleResult(scored[p.pickOne(scored)].Endpoint)
+	}
+	k := min(p.max, n)
+	buf := keyPool.Get().(*[]scheduling.ScoredEndpoint)
+	keys := slices.Grow((*buf)[:0], n)[:n]
+	for i := range scored {
+		keys[i] = scheduling.ScoredEndpoint{Endpoint: scored[i].Endpoint, Score: p.key(scored[i].Score)}
+	}
+	selectTop(p.rng, keys, k)
+	targets := make([]*scheduling.Endpoint, k)
+	for i := range targets {
+		targets[i] = keys[i].Endpoint
+	}
+	clear(keys) // drop endpoint references held by the pool
+	*buf = keys[:0]
+	keyPool.Put(buf)
+	return &scheduling.ProfileResult{Targets: targets}
+}
+
+// pickOne returns the index of one endpoint drawn with probability
+// proportional to its score, or a uniformly random index when no score is
+// positive. For one endpoint A-Res is the same draw as inverting the
+// cumulative scores, which needs one random number instead of one per
+// endpoint.
+func (p *Picker) pickOne(scored []scheduling.ScoredEndpoint) int {
+	total := 0.0
+	for i := range scored {
+		if s := scored[i].Score; s > 0 { // skips zero, negative and NaN
+			total += s
+		}
+	}
+	switch {
+	case total == 0:
+		return p.rng.IntN(len(scored))
+	case math.IsInf(total, 1):
+		return p.race(scored)
+	}
+	u := p.rng.Float64() * total
+	cum, last := 0.0, 0
+	for i := range scored {
+		if s := scored[i].Score; s > 0 {
+			// The partial sums are those of the first pass, so the last one
+			// equals total > u unless rounding interferes.
+			if cum += s; cum > u {
+				return i
+			}
+			last = i
+		}
+	}
+	return last
+}
+
+// race returns the index with the largest A-Res key among positive scores,
+// in one pass; it is used when the scores overflow their sum.
+func (p *Picker) race(scored []scheduling.ScoredEndpoint) int {
+	best, bestKey := -1, math.Inf(1)
+	for i := range scored {
+		s := scored[i].Score
+		if !(s > 0) {
+			continue
+		}
+		// E/s is smallest where ln(U)/s = -E/s, and so U^(1/s), is largest.
+		if k := p.rng.ExpFloat64() / s; best < 0 || k < bestKey {
+			best, bestKey = i, k
+		}
+	}
+	return best
+}
+
+// key is the sampling key of a score: ln(U)/s for a positive score, -Inf
+// (below every positive score's key) otherwise.
+func (p *Picker) key(s float64) float64 {
+	if !(s > 0) {
+		return math.Inf(-1)
+	}
+	return -p.rng.ExpFloat64() / s
+}
+
+// keyPool holds scratch slices for the keys of multi-endpoint picks.
+var keyPool = sync.Pool{New: func() any { return new([]scheduling.ScoredEndpoint) }}
+
+// selectTop reorders s so that s[:k] holds the k entries with the highest
+// Score in descending order, entries of equal Score in uniformly random
+// order. It runs in expected O(len(s) + k log k) time and allocates
+// nothing. Scores must not be NaN. 1 <= k <= len(s).
+func selectTop(rng *rand.Rand, s []scheduling.ScoredEndpoint, k int) {
+	n := len(s)
+	if k < n {
+		partitionTop(rng, s, k)
+	}
+	// t is the k-th highest score. Every entry scored above t is in s[:k];
+	// entries scored t may be on both sides of k.
+	t := s[0].Score
+	for i := 1; i < k; i++ {
+		t = min(t, s[i].Score)
+	}
+	above := 0
+	for i := range k {
+		if s[i].Score > t {
+			s[i], s[above] = s[above], s[i]
+			above++
+		}
+	}
+	tied := k
+	for i := k; i < n; i++ {
+		if s[i].Score == t {
+			s[i], s[tied] = s[tied], s[i]
+			tied++
+		}
+	}
+	// s[above:tied] all score t: a partial Fisher-Yates shuffle draws a
+	// uniformly random ordered sample of k-above of them into s[above:k].
+	for i := above; i < k; i++ {
+		j := i + rng.IntN(tied-i)
+		s[i], s[j] = s[j], s[i]
+	}
+	// s[:above] holds whole groups of ties: shuffle, then sort stably.
+	if above > 1 {
+		for i := above - 1; i > 0; i-- {
+			j := rng.IntN(i + 1)
+			s[i], s[j] = s[j], s[i]
+		}
+		slices.SortStableFunc(s[:above], func(a, b scheduling.ScoredEndpoint) int {
+			switch {
+			case a.Score > b.Score:
+				return -1
+			case a.Score < b.Score:
+				return 1
+			}
+			return 0
+		})
+	}
+}
+
+// partitionTop reorders s so that s[:k] holds k entries scored at least as
+// high as every entry of s[k:] (quickselect with random pivots and a
+// three-way partition). 0 < k < len(s).
+func partitionTop(rng *rand.Rand, s []scheduling.ScoredEndpoint, k int) {
+	lo, hi := 0, len(s)
+	for hi-lo > 1 {
+		pivot := s[lo+rng.IntN(hi-lo)].Score
+		// After the loop: s[lo:lt] > pivot, s[lt:gt] == pivot, s[gt:hi] < pivot.
+		lt, i, gt := lo, lo, hi
+		for i < gt {
+			switch r := s[i].Score; {
+			case r > pivot:
+				s[lt], s[i] = s[i], s[lt]
+				lt++
+				i++
+			case r < pivot:
+				gt--
+				s[gt], s[i] = s[i], s[gt]
+			default:
+				i++
+			}
+		}
+		switch {
+		case k < lt:
+			hi = lt
+		case k <= gt:
+			return
+		default:
+			lo = gt
+		}
+	}
+}
+
+// oneTarget holds a result and its single target in one allocation.
+type oneTarget struct {
+	res     scheduling.ProfileResult
+	targets [1]*scheduling.Endpoint
+}
+
+func singleResult(e *scheduling.Endpoint) *scheduling.ProfileResult {
+	o := &oneTarget{targets: [1]*scheduling.Endpoint{e}}
+	o.res.Targets = o.targets[:]
+	return &o.res
+}
+
+// Registration registers the weighted-random-picker.
+var Registration = scheduling.Registration{
+	Type:      Type,
+	Stability: scheduling.Beta,
+	Factory:   scheduling.Typed(DefaultParams, New),
+}
+
+var _ scheduling.Picker = (*Picker)(nil)

@@ -1,0 +1,70 @@
+package plugins
+
+import (
+	"github.com/switchyard-ai/switchyard/pkg/plugins/datalayer/coremetrics"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/datalayer/metricssource"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/filter/bylabel"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/filter/headerbased"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/filter/labelselector"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/filter/prefixaffinity"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/parser/openai"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/parser/passthrough"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/maxscore"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/random"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/weightedrandom"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/producer/inflightload"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/profile/single"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/saturation/concurrency"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/saturation/utilization"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/activerequest"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/kvcache"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/lora"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/nohitlru"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/prefix"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/queue"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/runningrequests"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/sessionaffinity"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/tokenload"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+)
+
+// InTree returns a new registry holding every in-tree plugin type. It is
+// the one list of plugins: one line per type, grouped by kind.
+func InTree() *scheduling.Registry {
+	return scheduling.NewRegistry().MustRegister(
+		// Profile handlers.
+		single.Registration,
+		// Filters.
+		bylabel.Registration,
+		headerbased.Registration,
+		labelselector.Registration,
+		labelselector.AliasRegistration,
+		prefixaffinity.Registration,
+		// Scorers.
+		activerequest.Registration,
+		kvcache.Registration,
+		lora.Registration,
+		nohitlru.Registration,
+		prefix.ScorerRegistration,
+		queue.Registration,
+		runningrequests.Registration,
+		sessionaffinity.Registration,
+		tokenload.Registration,
+		// Pickers.
+		maxscore.Registration,
+		random.Registration,
+		weightedrandom.Registration,
+		// Data producers.
+		inflightload.Registration,
+		prefix.ProducerRegistration,
+		// Saturation detectors (also filters).
+		concurrency.Registration,
+		utilization.Registration,
+		// Data layer.
+		coremetrics.Registration,
+		metricssource.Registration,
+		// Parsers.
+		openai.Registration,
+		passthrough.Registration,
+	)
+}

@@ -1,0 +1,117 @@
+package kvcache
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling/schedulingtest"
+)
+
+func TestFactory(t *testing.T) {
+	tests := []struct {
+		name    string
+		raw     string
+		wantErr string
+	}{
+		{name: "no parameters", raw: ""},
+		{name: "null", raw: "null"},
+		{name: "empty object", raw: "{}"},
+		{name: "unknown key", raw: `{"threshold": 3}`, wantErr: "threshold"},
+		{name: "wrong type", raw: `[1]`, wantErr: "expected an object"},
+		{name: "trailing data", raw: `{} {}`, wantErr: "unexpected data"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := Registration.Factory("my-kv", json.RawMessage(tt.raw), schedulingtest.NewHandle(t))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if got, want := p.TypedName(), (scheduling.TypedName{Type: Type, Name: "my-kv"}); got != want {
+				t.Errorf("TypedName() = %v, want %v", got, want)
+			}
+			s, ok := p.(scheduling.Scorer)
+			if !ok {
+				t.Fatalf("%T is not a scheduling.Scorer", p)
+			}
+			if s.Category() != scheduling.Distribution {
+				t.Errorf("Category() = %v, want Distribution", s.Category())
+			}
+		})
+	}
+}
+
+func TestNewDefaultsName(t *testing.T) {
+	s, err := New("", DefaultParams(), schedulingtest.NewHandle(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.TypedName().Name != Type {
+		t.Errorf("name = %q, want %q", s.TypedName().Name, Type)
+	}
+}
+
+// TestScore reproduces GIE v1.5.0's KV cache utilization scorer cases.
+func TestScore(t *testing.T) {
+	tests := []struct {
+		name  string
+		usage []float64
+		want  []float64
+	}{
+		{name: "different utilization", usage: []float64{0.8, 0.5, 0}, want: []float64{0.2, 0.5, 1}},
+		{name: "same utilization", usage: []float64{0.6, 0.6}, want: []float64{0.4, 0.4}},
+		{name: "zero utilization", usage: []float64{0, 0}, want: []float64{1, 1}},
+		{name: "full utilization", usage: []float64{1, 0.5}, want: []float64{0, 0.5}},
+		{name: "over-reported usage is left for the framework to clamp", usage: []float64{1.25}, want: []float64{-0.25}},
+		{name: "no endpoints", usage: nil, want: []float64{}},
+	}
+	s, err := New(Type, DefaultParams(), schedulingtest.NewHandle(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			eps := schedulingtest.Endpoints(len(tt.usage), func(i int, b *schedulingtest.EndpointBuilder) { b.KVCache(tt.usage[i]) })
+			scores := make([]float64, len(eps))
+			s.Score(t.Context(), &scheduling.Request{}, eps, scores)
+			for i := range tt.want {
+				if d := scores[i] - tt.want[i]; d > 1e-12 || d < -1e-12 {
+					t.Errorf("score[%d] (usage %v) = %v, want %v", i, tt.usage[i], scores[i], tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestReadme(t *testing.T) {
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	if !strings.HasPrefix(doc, "# "+Type+"\n") {
+		t.Errorf("README does not start with %q", "# "+Type)
+	}
+	last := -1
+	for _, h := range []string{"## Type", "## Description", "## Parameters", "## Metrics", "## Example"} {
+		i := strings.Index(doc, "\n"+h+"\n")
+		if i <= last {
+			t.Errorf("section %q missing or out of order", h)
+		}
+		last = i
+	}
+	if n := strings.Count(doc, "```yaml"); n != 1 {
+		t.Errorf("README has %d yaml blocks, want 1", n)
+	}
+	if !strings.Contains(doc, "type: "+Type) {
+		t.Errorf("README example does not use %s", Type)
+	}
+}

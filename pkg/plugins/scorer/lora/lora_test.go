@@ -1,0 +1,170 @@
+package lora
+
+import (
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling/schedulingtest"
+)
+
+func TestFactory(t *testing.T) {
+	tests := []struct {
+		name    string
+		raw     string
+		wantErr string
+	}{
+		{name: "no parameters", raw: ""},
+		{name: "null", raw: "null"},
+		{name: "empty object", raw: "{}"},
+		{name: "unknown key", raw: `{"threshold": 3}`, wantErr: "threshold"},
+		{name: "wrong type", raw: `[1]`, wantErr: "expected an object"},
+		{name: "trailing data", raw: `{} {}`, wantErr: "unexpected data"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, err := Registration.Factory("my-lora", json.RawMessage(tt.raw), schedulingtest.NewHandle(t))
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("unexpected error: %v", err)
+			}
+			if got, want := p.TypedName(), (scheduling.TypedName{Type: Type, Name: "my-lora"}); got != want {
+				t.Errorf("TypedName() = %v, want %v", got, want)
+			}
+			s, ok := p.(scheduling.Scorer)
+			if !ok {
+				t.Fatalf("%T is not a scheduling.Scorer", p)
+			}
+			if s.Category() != scheduling.Affinity {
+				t.Errorf("Category() = %v, want Affinity", s.Category())
+			}
+		})
+	}
+}
+
+func TestNewDefaultsName(t *testing.T) {
+	s, err := New("", DefaultParams(), schedulingtest.NewHandle(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.TypedName().Name != Type {
+		t.Errorf("name = %q, want %q", s.TypedName().Name, Type)
+	}
+}
+
+type epSpec struct {
+	active, waiting []string
+	max             int
+}
+
+// TestScore reproduces GIE v1.5.0's LoRA affinity scorer cases, including
+// its order of conditions: a free slot (0.8) wins over "waiting" (0.6).
+func TestScore(t *testing.T) {
+	tests := []struct {
+		name   string
+		target string
+		eps    []epSpec
+		want   []float64
+	}{
+		{
+			name:   "target model is active",
+			target: "active-model-1",
+			eps:    []epSpec{{active: []string{"active-model-1"}, max: 5}},
+			want:   []float64{1},
+		},
+		{
+			name:   "target model is waiting on a full endpoint",
+			target: "active-model-1",
+			eps:    []epSpec{{active: []string{"active-model-2"}, waiting: []string{"active-model-1"}, max: 2}},
+			want:   []float64{0.6},
+		},
+		{
+			name:   "endpoints have no space for a new model",
+			target: "active-model-1",
+			eps: []epSpec{
+				{active: []string{"active-model-2"}, waiting: []string{"active-model-3"}, max: 2},
+				{max: 0},
+			},
+			want: []float64{0, 0},
+		},
+		{
+			name:   "mixed active and waiting models",
+			target: "active-model-1",
+			eps: []epSpec{
+				{active: []string{"active-model-1"}, max: 5},
+				{active: []string{"active-model-2"}, waiting: []string{"active-model-1"}, max: 5},
+				{active: []string{"active-model-2"}, max: 2},
+				{active: []string{"active-model-3"}, waiting: []string{"active-model-1"}, max: 2},
+				{active: []string{"active-model-4", "active-model-5"}, max: 2},
+			},
+			want: []float64{1, 0.8, 0.8, 0.6, 0},
+		},
+		{
+			name:   "no target model and free slots",
+			target: "",
+			eps:    []epSpec{{max: 4}, {active: []string{"a"}, max: 1}},
+			want:   []float64{0.8, 0},
+		},
+		{name: "no endpoints", target: "modelA", eps: nil, want: []float64{}},
+	}
+	s, err := New(Type, DefaultParams(), schedulingtest.NewHandle(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			eps := schedulingtest.Endpoints(len(tt.eps), func(i int, b *schedulingtest.EndpointBuilder) {
+				b.ActiveModels(tt.eps[i].active...).WaitingModels(tt.eps[i].waiting...).MaxModels(tt.eps[i].max)
+			})
+			scores := make([]float64, len(eps))
+			s.Score(t.Context(), &scheduling.Request{Model: "base", TargetModel: tt.target}, eps, scores)
+			for i := range tt.want {
+				if scores[i] != tt.want[i] {
+					t.Errorf("score[%d] = %v, want %v", i, scores[i], tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestScoreNilRequest(t *testing.T) {
+	s, _ := New(Type, DefaultParams(), schedulingtest.NewHandle(t))
+	eps := schedulingtest.Endpoints(1, func(_ int, b *schedulingtest.EndpointBuilder) { b.MaxModels(1) })
+	scores := make([]float64, 1)
+	s.Score(t.Context(), nil, eps, scores)
+	if scores[0] != ScoreFreeSlot {
+		t.Errorf("score = %v, want %v", scores[0], ScoreFreeSlot)
+	}
+}
+
+func TestReadme(t *testing.T) {
+	b, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := string(b)
+	if !strings.HasPrefix(doc, "# "+Type+"\n") {
+		t.Errorf("README does not start with %q", "# "+Type)
+	}
+	last := -1
+	for _, h := range []string{"## Type", "## Description", "## Parameters", "## Metrics", "## Example"} {
+		i := strings.Index(doc, "\n"+h+"\n")
+		if i <= last {
+			t.Errorf("section %q missing or out of order", h)
+		}
+		last = i
+	}
+	if n := strings.Count(doc, "```yaml"); n != 1 {
+		t.Errorf("README has %d yaml blocks, want 1", n)
+	}
+	if !strings.Contains(doc, "type: "+Type) {
+		t.Errorf("README example does not use %s", Type)
+	}
+}

@@ -1,0 +1,73 @@
+// Package runningrequests implements the running-requests-size-scorer, which
+// prefers endpoints decoding fewer requests.
+//
+// The score is GIE's min-max normalisation of the running requests over the
+// candidates: (max − r) / (max − min). The least busy endpoint scores 1, the
+// busiest 0; when every candidate runs the same number of requests all
+// score 1.
+package runningrequests
+
+import (
+	"context"
+	"math"
+
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+)
+
+// Type is the plugin type used in configuration.
+const Type = "running-requests-size-scorer"
+
+// Params is the scorer's parameters: it takes none.
+type Params = scheduling.NoParams
+
+// DefaultParams returns the default parameters.
+func DefaultParams() Params { return Params{} }
+
+// Scorer scores endpoints by their number of running requests. It is stateless and
+// safe for concurrent use.
+type Scorer struct {
+	typedName scheduling.TypedName
+}
+
+// New returns a running-requests scorer named name.
+func New(name string, _ Params, _ scheduling.Handle) (*Scorer, error) {
+	if name == "" {
+		name = Type
+	}
+	return &Scorer{typedName: scheduling.TypedName{Type: Type, Name: name}}, nil
+}
+
+// TypedName implements scheduling.Plugin.
+func (s *Scorer) TypedName() scheduling.TypedName { return s.typedName }
+
+// Category implements scheduling.Scorer.
+func (s *Scorer) Category() scheduling.ScorerCategory { return scheduling.Distribution }
+
+// Score implements scheduling.Scorer.
+func (s *Scorer) Score(_ context.Context, _ *scheduling.Request, endpoints []*scheduling.Endpoint, scores []float64) {
+	lo, hi := math.MaxInt, math.MinInt
+	for _, e := range endpoints {
+		r := e.Metrics().RunningRequestsSize
+		lo = min(lo, r)
+		hi = max(hi, r)
+	}
+	if hi == lo {
+		for i := range endpoints {
+			scores[i] = 1
+		}
+		return
+	}
+	span := float64(hi - lo)
+	for i, e := range endpoints {
+		scores[i] = float64(hi-e.Metrics().RunningRequestsSize) / span
+	}
+}
+
+// Registration registers the running-requests-size-scorer type.
+var Registration = scheduling.Registration{
+	Type:      Type,
+	Stability: scheduling.Beta,
+	Factory:   scheduling.Typed(DefaultParams, New),
+}
+
+var _ scheduling.Scorer = (*Scorer)(nil)
