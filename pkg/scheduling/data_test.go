@@ -10,31 +10,68 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/scheduling/schedulingtest"
 )
 
-func TestPrefixMatchRatio(t *testing.T) {
+func TestPrefixMatchHelpers(t *testing.T) {
 	t.Parallel()
 	a := schedulingtest.Endpoint("a").Namespace("ns").Build()
 	b := schedulingtest.Endpoint("b").Namespace("ns").Build()
 	tests := []struct {
-		name  string
-		match *scheduling.PrefixMatch
-		ep    *scheduling.Endpoint
-		want  float64
+		name        string
+		match       *scheduling.PrefixMatch
+		ep          *scheduling.Endpoint
+		wantRatio   float64
+		wantBlocks  int
+		wantHitsLen int
 	}{
-		{name: "nil match", match: nil, ep: a, want: 0},
-		{name: "no blocks looked up", match: &scheduling.PrefixMatch{TotalBlocks: 0, Matched: map[string]int{"ns/a": 3}}, ep: a, want: 0},
-		{name: "nil matched map", match: &scheduling.PrefixMatch{TotalBlocks: 4}, ep: a, want: 0},
-		{name: "partial hit", match: &scheduling.PrefixMatch{TotalBlocks: 4, Matched: map[string]int{"ns/a": 3}}, ep: a, want: 0.75},
-		{name: "full hit", match: &scheduling.PrefixMatch{TotalBlocks: 4, Matched: map[string]int{"ns/a": 4}}, ep: a, want: 1},
-		{name: "endpoint without a hit", match: &scheduling.PrefixMatch{TotalBlocks: 4, Matched: map[string]int{"ns/a": 4}}, ep: b, want: 0},
-		{name: "matched by key, not by name", match: &scheduling.PrefixMatch{TotalBlocks: 2, Matched: map[string]int{"a": 2}}, ep: a, want: 0},
+		{name: "nil match", match: nil, ep: a},
+		{name: "no blocks looked up", match: &scheduling.PrefixMatch{TotalBlocks: 0, Hits: scheduling.PrefixHitMap{"ns/a": 3}}, ep: a, wantBlocks: 3, wantHitsLen: 1},
+		{name: "nil hits", match: &scheduling.PrefixMatch{TotalBlocks: 4}, ep: a},
+		{name: "partial hit", match: &scheduling.PrefixMatch{TotalBlocks: 4, Hits: scheduling.PrefixHitMap{"ns/a": 3}}, ep: a, wantRatio: 0.75, wantBlocks: 3, wantHitsLen: 1},
+		{name: "full hit", match: &scheduling.PrefixMatch{TotalBlocks: 4, Hits: scheduling.PrefixHitMap{"ns/a": 4, "ns/b": 1}}, ep: a, wantRatio: 1, wantBlocks: 4, wantHitsLen: 2},
+		{name: "endpoint without a hit", match: &scheduling.PrefixMatch{TotalBlocks: 4, Hits: scheduling.PrefixHitMap{"ns/a": 4}}, ep: b, wantHitsLen: 1},
+		{name: "zero entries are not hits", match: &scheduling.PrefixMatch{TotalBlocks: 4, Hits: scheduling.PrefixHitMap{"ns/a": 0, "ns/b": 2}}, ep: a, wantHitsLen: 1},
+		{name: "matched by key, not by name", match: &scheduling.PrefixMatch{TotalBlocks: 2, Hits: scheduling.PrefixHitMap{"a": 2}}, ep: a, wantHitsLen: 1},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			if got := tt.match.Ratio(tt.ep); math.Abs(got-tt.want) > 1e-12 {
-				t.Errorf("Ratio() = %v, want %v", got, tt.want)
+			if got := tt.match.Ratio(tt.ep); math.Abs(got-tt.wantRatio) > 1e-12 {
+				t.Errorf("Ratio() = %v, want %v", got, tt.wantRatio)
+			}
+			if got := tt.match.MatchedBlocks(tt.ep); got != tt.wantBlocks {
+				t.Errorf("MatchedBlocks() = %d, want %d", got, tt.wantBlocks)
+			}
+			if got := tt.match.HitCount(); got != tt.wantHitsLen {
+				t.Errorf("HitCount() = %d, want %d", got, tt.wantHitsLen)
 			}
 		})
+	}
+}
+
+func TestPrefixHitMap(t *testing.T) {
+	t.Parallel()
+	m := scheduling.PrefixHitMap{"ns/a": 3, "ns/b": 0, "ns/c": 1}
+	if m.Len() != 2 {
+		t.Errorf("Len() = %d, want 2", m.Len())
+	}
+	got := map[string]int{}
+	m.Range(func(k string, b int) bool {
+		got[k] = b
+		return true
+	})
+	if !reflect.DeepEqual(got, map[string]int{"ns/a": 3, "ns/c": 1}) {
+		t.Errorf("Range visited %v", got)
+	}
+	calls := 0
+	m.Range(func(string, int) bool {
+		calls++
+		return false
+	})
+	if calls != 1 {
+		t.Errorf("Range went on after false: %d calls", calls)
+	}
+	var empty scheduling.PrefixHitMap
+	if empty.Len() != 0 || empty.MatchedBlocks(schedulingtest.Endpoint("a").Build()) != 0 {
+		t.Error("a nil PrefixHitMap has hits")
 	}
 }
 
@@ -88,7 +125,7 @@ func TestStateKeyWellKnown(t *testing.T) {
 	if m, ok := scheduling.PrefixMatchKey.Get(req); ok || m != nil {
 		t.Errorf("PrefixMatchKey.Get on a fresh request = %v, %v", m, ok)
 	}
-	want := &scheduling.PrefixMatch{TotalBlocks: 2, BlockSizeTokens: 16, Matched: map[string]int{"a": 1}}
+	want := &scheduling.PrefixMatch{TotalBlocks: 2, BlockSizeTokens: 16, Hits: scheduling.PrefixHitMap{"a": 1}}
 	scheduling.PrefixMatchKey.Set(req, want)
 	if got, ok := scheduling.PrefixMatchKey.Get(req); !ok || got != want {
 		t.Errorf("PrefixMatchKey.Get = %v, %v; want %v", got, ok, want)

@@ -117,20 +117,35 @@ func (f *Filter) Filter(_ context.Context, req *scheduling.Request, endpoints []
 		return endpoints
 	}
 	pm, ok := scheduling.PrefixMatchKey.Get(req)
-	if !ok || pm == nil || pm.TotalBlocks <= 0 || len(pm.Matched) == 0 {
+	if !ok || pm == nil || pm.TotalBlocks <= 0 {
+		return endpoints
+	}
+	hits := pm.HitCount()
+	if hits == 0 {
 		return endpoints
 	}
 	total := float64(pm.TotalBlocks)
 	// Only endpoints with a hit can be sticky: without a hit at or above
 	// the threshold there is nothing to narrow to, and no endpoint to scan.
-	anySticky := false
-	for _, m := range pm.Matched {
-		if float64(m)/total >= f.params.AffinityThreshold {
-			anySticky = true
-			break
-		}
+	// With few hits (the usual case) the same pass collects a 256-bit
+	// signature of their keys, which spares almost every other endpoint
+	// the lookup of its matched blocks.
+	useSig := hits <= signatureMaxKeys
+	var scan struct { // one allocation for what the callback sets
+		sticky bool
+		sig    [4]uint64
 	}
-	if !anySticky {
+	pm.Hits.Range(func(k string, m int) bool {
+		if float64(m)/total >= f.params.AffinityThreshold {
+			scan.sticky = true
+		}
+		if useSig {
+			b := keySignature(k)
+			scan.sig[b>>6] |= 1 << (b & 63)
+		}
+		return useSig || !scan.sticky
+	})
+	if !scan.sticky {
 		return endpoints
 	}
 	gate := f.params.MaxTTFTPenaltyMs > 0
@@ -139,24 +154,14 @@ func (f *Filter) Filter(_ context.Context, req *scheduling.Request, endpoints []
 		est = newTTFTEstimator(req, f.params.PeakPrefillThroughput)
 	}
 
-	sticky := make([]*scheduling.Endpoint, 0, min(len(pm.Matched), len(endpoints)))
+	sticky := make([]*scheduling.Endpoint, 0, min(hits, len(endpoints)))
 	bestSticky, bestOther := math.Inf(1), math.Inf(1)
-	// With few hits (the usual case) a 256-bit signature of the hit keys
-	// skips the map lookup for almost every other endpoint.
-	useSig := len(pm.Matched) <= signatureMaxKeys
-	var sig [4]uint64
-	if useSig {
-		for k := range pm.Matched {
-			b := keySignature(k)
-			sig[b>>6] |= 1 << (b & 63)
-		}
-	}
 	for _, e := range endpoints {
 		matched := 0
-		if k := e.Key(); !useSig {
-			matched = pm.Matched[k]
-		} else if b := keySignature(k); sig[b>>6]&(1<<(b&63)) != 0 {
-			matched = pm.Matched[k]
+		if !useSig {
+			matched = pm.MatchedBlocks(e)
+		} else if b := keySignature(e.Key()); scan.sig[b>>6]&(1<<(b&63)) != 0 {
+			matched = pm.MatchedBlocks(e)
 		}
 		ratio := float64(matched) / total
 		if ratio >= f.params.AffinityThreshold {
@@ -177,12 +182,12 @@ func (f *Filter) Filter(_ context.Context, req *scheduling.Request, endpoints []
 	return sticky
 }
 
-// signatureMaxKeys is the largest Matched map Filter screens by signature.
+// signatureMaxKeys is the largest number of hits Filter screens by
+// signature; beyond it most bits would be set.
 const signatureMaxKeys = 32
 
 // keySignature maps an endpoint key to one of 256 bits from its length and
-// a few of its bytes (endpoint keys differ in their ends and middles). It
-// is the same screen the prefix-cache-scorer uses.
+// a few of its bytes (endpoint keys differ in their ends and middles).
 func keySignature(k string) uint8 {
 	n := len(k)
 	if n == 0 {

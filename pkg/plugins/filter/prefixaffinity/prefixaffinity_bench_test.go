@@ -12,11 +12,11 @@ import (
 // sticky and two more partial hits.
 func benchRequest(eps []*scheduling.Endpoint) *scheduling.Request {
 	req := &scheduling.Request{PromptTokens: 1024}
-	m := map[string]int{}
+	m := scheduling.PrefixHitMap{}
 	for i, blocks := range []int{64, 60, 52, 20, 8} {
 		m[eps[(i*37)%len(eps)].Key()] = blocks
 	}
-	scheduling.PrefixMatchKey.Set(req, &scheduling.PrefixMatch{TotalBlocks: 64, BlockSizeTokens: 16, Matched: m})
+	scheduling.PrefixMatchKey.Set(req, &scheduling.PrefixMatch{TotalBlocks: 64, BlockSizeTokens: 16, Hits: m})
 	return req
 }
 

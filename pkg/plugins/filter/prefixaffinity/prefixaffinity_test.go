@@ -165,10 +165,11 @@ func TestFilter(t *testing.T) {
 			eps := schedulingtest.Endpoints(tt.n, func(i int, b *schedulingtest.EndpointBuilder) { b.Queue(st.queues[i]) })
 			req := &scheduling.Request{PromptTokens: st.tokens, Prompt: scheduling.Prompt{Text: []byte(strings.Repeat("x", 40_000))}}
 			if tt.setup != nil {
-				pm := &scheduling.PrefixMatch{TotalBlocks: st.total, BlockSizeTokens: 16, Matched: map[string]int{}}
+				hits := scheduling.PrefixHitMap{}
 				for i, m := range st.matched {
-					pm.Matched[eps[i].Key()] = m
+					hits[eps[i].Key()] = m
 				}
+				pm := &scheduling.PrefixMatch{TotalBlocks: st.total, BlockSizeTokens: 16, Hits: hits}
 				scheduling.PrefixMatchKey.Set(req, pm)
 				if st.load != nil {
 					load := fakeLoad{}
@@ -197,7 +198,7 @@ func TestFilter(t *testing.T) {
 func TestExploration(t *testing.T) {
 	eps := schedulingtest.Endpoints(4, nil)
 	req := &scheduling.Request{}
-	scheduling.PrefixMatchKey.Set(req, &scheduling.PrefixMatch{TotalBlocks: 4, BlockSizeTokens: 16, Matched: map[string]int{eps[2].Key(): 4}})
+	scheduling.PrefixMatchKey.Set(req, &scheduling.PrefixMatch{TotalBlocks: 4, BlockSizeTokens: 16, Hits: scheduling.PrefixHitMap{eps[2].Key(): 4}})
 	tests := []struct {
 		name         string
 		prob         string
@@ -245,7 +246,7 @@ func TestConcurrentFilter(t *testing.T) {
 		wg.Go(func() {
 			for i := range 500 {
 				req := &scheduling.Request{PromptTokens: 500}
-				pm := &scheduling.PrefixMatch{TotalBlocks: 8, BlockSizeTokens: 16, Matched: map[string]int{
+				pm := &scheduling.PrefixMatch{TotalBlocks: 8, BlockSizeTokens: 16, Hits: scheduling.PrefixHitMap{
 					eps[(g+i)%len(eps)].Key(): 8, eps[(g*3+i)%len(eps)].Key(): 7,
 				}}
 				scheduling.PrefixMatchKey.Set(req, pm)

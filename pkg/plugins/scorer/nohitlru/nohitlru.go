@@ -167,11 +167,11 @@ func fitsPacked(used []use, indexBits uint) bool {
 // without prefix-match data counts as cold, as in llm-d.
 func isCold(req *scheduling.Request, endpoints []*scheduling.Endpoint) bool {
 	pm, ok := scheduling.PrefixMatchKey.Get(req)
-	if !ok || pm == nil || len(pm.Matched) == 0 {
+	if !ok || pm.HitCount() == 0 {
 		return true
 	}
 	for _, e := range endpoints {
-		if pm.Matched[e.Key()] > 0 {
+		if pm.MatchedBlocks(e) > 0 {
 			return false
 		}
 	}

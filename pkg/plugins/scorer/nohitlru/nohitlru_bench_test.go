@@ -24,7 +24,7 @@ func BenchmarkScoreCold(b *testing.B) {
 		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
 			eps := schedulingtest.Endpoints(n, nil)
 			s := warmedScorer(b, eps)
-			req := request(map[string]int{})
+			req := request(scheduling.PrefixHitMap{})
 			scores := make([]float64, n)
 			ctx := b.Context()
 			b.ReportAllocs()
@@ -41,7 +41,7 @@ func BenchmarkScoreWarm(b *testing.B) {
 		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
 			eps := schedulingtest.Endpoints(n, nil)
 			s := warmedScorer(b, eps)
-			req := request(map[string]int{eps[n/2].Key(): 4})
+			req := request(scheduling.PrefixHitMap{eps[n/2].Key(): 4})
 			scores := make([]float64, n)
 			ctx := b.Context()
 			b.ReportAllocs()
@@ -59,7 +59,7 @@ func BenchmarkScorePreRequest(b *testing.B) {
 		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
 			eps := schedulingtest.Endpoints(n, nil)
 			s := warmedScorer(b, eps)
-			req := request(map[string]int{})
+			req := request(scheduling.PrefixHitMap{})
 			scores := make([]float64, n)
 			results := make([]*scheduling.Result, n)
 			for i, e := range eps {

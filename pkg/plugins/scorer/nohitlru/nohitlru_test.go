@@ -98,10 +98,10 @@ func TestNew(t *testing.T) {
 
 // request returns a request whose prefix match gives the listed endpoints
 // a hit; with none, the match has no hit; with a nil map there is no match.
-func request(hits map[string]int) *scheduling.Request {
+func request(hits scheduling.PrefixHitMap) *scheduling.Request {
 	req := &scheduling.Request{}
 	if hits != nil {
-		scheduling.PrefixMatchKey.Set(req, &scheduling.PrefixMatch{TotalBlocks: 8, BlockSizeTokens: 16, Matched: hits})
+		scheduling.PrefixMatchKey.Set(req, &scheduling.PrefixMatch{TotalBlocks: 8, BlockSizeTokens: 16, Hits: hits})
 	}
 	return req
 }
@@ -130,20 +130,20 @@ func TestScore(t *testing.T) {
 		name    string
 		lruSize int
 		history []int // endpoints that received cold requests, oldest first
-		hits    map[string]int
+		hits    scheduling.PrefixHitMap
 		n       int
 		want    []float64
 	}{
-		{name: "warm request is neutral", hits: map[string]int{eps[1].Key(): 3}, n: 4, want: []float64{0.5, 0.5, 0.5, 0.5}},
-		{name: "cold, nothing used yet: candidate order", hits: map[string]int{}, n: 4, want: []float64{1, 2 * third, third, 0}},
+		{name: "warm request is neutral", hits: scheduling.PrefixHitMap{eps[1].Key(): 3}, n: 4, want: []float64{0.5, 0.5, 0.5, 0.5}},
+		{name: "cold, nothing used yet: candidate order", hits: scheduling.PrefixHitMap{}, n: 4, want: []float64{1, 2 * third, third, 0}},
 		{name: "no prefix data counts as cold", n: 4, want: []float64{1, 2 * third, third, 0}},
-		{name: "a hit on a non-candidate is still cold", hits: map[string]int{"elsewhere": 5}, n: 4, want: []float64{1, 2 * third, third, 0}},
+		{name: "a hit on a non-candidate is still cold", hits: scheduling.PrefixHitMap{"elsewhere": 5}, n: 4, want: []float64{1, 2 * third, third, 0}},
 		{name: "never used first, then least recently used", history: []int{0, 2}, n: 4, want: []float64{third, 1, 0, 2 * third}},
 		{name: "recency order", history: []int{3, 1, 0, 2}, n: 4, want: []float64{third, 2 * third, 0, 1}},
 		{name: "repeat use moves to the back", history: []int{0, 1, 2, 3, 0}, n: 4, want: []float64{0, 1, 2 * third, third}},
 		{name: "evicted endpoints count as never used", lruSize: 2, history: []int{0, 1, 2, 3}, n: 4, want: []float64{1, 2 * third, third, 0}},
 		{name: "single candidate", history: []int{0}, n: 1, want: []float64{1}},
-		{name: "single candidate, warm", hits: map[string]int{eps[0].Key(): 1}, n: 1, want: []float64{0.5}},
+		{name: "single candidate, warm", hits: scheduling.PrefixHitMap{eps[0].Key(): 1}, n: 1, want: []float64{0.5}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -153,7 +153,7 @@ func TestScore(t *testing.T) {
 			}
 			s := newScorer(t, raw)
 			for _, i := range tt.history {
-				schedule(s, request(map[string]int{}), eps, eps[i])
+				schedule(s, request(scheduling.PrefixHitMap{}), eps, eps[i])
 			}
 			got := make([]float64, tt.n)
 			s.Score(t.Context(), request(tt.hits), eps[:tt.n], got)
@@ -168,7 +168,7 @@ func TestPreRequest(t *testing.T) {
 	eps := schedulingtest.Endpoints(3, nil)
 	t.Run("warm requests are not recorded", func(t *testing.T) {
 		s := newScorer(t, "")
-		schedule(s, request(map[string]int{eps[0].Key(): 2}), eps, eps[0])
+		schedule(s, request(scheduling.PrefixHitMap{eps[0].Key(): 2}), eps, eps[0])
 		if s.lru.len() != 0 {
 			t.Errorf("LRU holds %d", s.lru.len())
 		}
@@ -252,9 +252,9 @@ func TestConcurrentUse(t *testing.T) {
 		wg.Go(func() {
 			scores := make([]float64, len(eps))
 			for i := range 300 {
-				var hits map[string]int
+				var hits scheduling.PrefixHitMap
 				if i%3 == 0 {
-					hits = map[string]int{eps[(g+i)%len(eps)].Key(): 1}
+					hits = scheduling.PrefixHitMap{eps[(g+i)%len(eps)].Key(): 1}
 				}
 				req := request(hits)
 				clear(scores)

@@ -1,6 +1,7 @@
 package prefix
 
 import (
+	"maps"
 	"math/bits"
 	"sync"
 	"sync/atomic"
@@ -24,8 +25,10 @@ import (
 //     held while taking an endpoint lock, so the two cannot deadlock.
 //   - Endpoints get a small integer id so the reverse map stores ids, not
 //     strings, in pointer-free open-addressing tables (see table) that the
-//     garbage collector does not scan. The id → endpoint slice is a
-//     copy-on-write snapshot, so lookups read it without a lock.
+//     garbage collector does not scan. The ids live in an immutable
+//     snapshot (idTable: id → endpoint and key → id) that is replaced, copy
+//     on write, whenever an endpoint joins or leaves; lookups read it
+//     without a lock.
 //
 // Invariant (outside the short window of one add or remove): hash h is in
 // endpoint e's LRU if and only if e's id is among the holders of h. Every
@@ -33,9 +36,11 @@ import (
 // is at most the sum of the LRU capacities.
 //
 // An id freed by removing an endpoint can be reused by a new endpoint. A
-// lookup running concurrently with that removal may, for one request,
-// credit a block to the new endpoint; the index is approximate by nature
-// and the error disappears with the next lookup.
+// match result never reports one endpoint's blocks under another's key:
+// it keeps the snapshot it read its ids from and answers by key through
+// that snapshot, and match drops every id whose owner changed while it
+// walked (see match). So a result describes the index as it was when it was
+// computed, whatever happens to the index afterwards.
 
 const (
 	// numShards is the number of reverse-map shards (a power of two).
@@ -175,6 +180,58 @@ func (l *endpointLRU) pushFront(i int32) {
 	}
 }
 
+// idTable is an immutable snapshot of the endpoint ids. The index
+// publishes a new one whenever an endpoint joins or leaves.
+type idTable struct {
+	byID  []*endpointLRU    // id → endpoint; nil for a free id
+	byKey map[string]uint32 // endpoint key → id
+	live  []uint64          // bitset of the ids in use
+}
+
+// isLive reports whether id belongs to an endpoint in t.
+func (t *idTable) isLive(id uint32) bool {
+	return int(id) < len(t.byID) && t.byID[id] != nil
+}
+
+// recycledIn reports whether id no longer belongs, in the later snapshot
+// cur, to the endpoint it belongs to in t.
+func (t *idTable) recycledIn(cur *idTable, id int) bool {
+	return id >= len(cur.byID) || cur.byID[id] != t.byID[id]
+}
+
+// lookup returns the id of an endpoint key, or -1 when it has none.
+func (t *idTable) lookup(key string) int32 {
+	if id, ok := t.byKey[key]; ok {
+		return int32(id)
+	}
+	return -1
+}
+
+// with returns a copy of t in which id belongs to l (or is free, for a nil
+// l). Copying costs O(endpoints), paid only when an endpoint joins or
+// leaves.
+func (t *idTable) with(id uint32, l *endpointLRU) *idTable {
+	n := max(len(t.byID), int(id)+1)
+	next := &idTable{
+		byID:  make([]*endpointLRU, n),
+		byKey: maps.Clone(t.byKey),
+		live:  make([]uint64, (n+63)/64),
+	}
+	copy(next.byID, t.byID)
+	copy(next.live, t.live)
+	if old := next.byID[id]; old != nil {
+		delete(next.byKey, old.key)
+	}
+	next.byID[id] = l
+	if l != nil {
+		next.byKey[l.key] = id
+		next.live[id>>6] |= 1 << (id & 63)
+	} else {
+		next.live[id>>6] &^= 1 << (id & 63)
+	}
+	return next
+}
+
 // index is the approximate prefix-cache index shared by all requests of one
 // producer instance.
 type index struct {
@@ -183,19 +240,23 @@ type index struct {
 	// size is the total number of entries over all endpoint LRUs.
 	size atomic.Int64
 
-	byKey sync.Map                       // endpoint key → *endpointLRU
-	byID  atomic.Pointer[[]*endpointLRU] // id → endpoint; nil for a free id
+	ids   atomic.Pointer[idTable]
+	cands atomic.Pointer[candidateIDs] // the last candidate list resolved
 
 	regMu   sync.Mutex // serialises registration and removal
 	freeIDs []uint32   // guarded by regMu
 
 	scratch sync.Pool // *matchScratch
+
+	// afterFirstBlock, when set by a test, runs in match between the first
+	// block and the rest, where an id can change hands.
+	afterFirstBlock func()
 }
 
 // matchScratch is the per-call working memory of match, pooled. Between
 // calls counts and alive are all zero.
 type matchScratch struct {
-	counts  []int32  // run length per endpoint id
+	counts  []int32  // run length per endpoint id, for few hits
 	alive   []uint64 // bitset of endpoints still matching, for large sets
 	touched []uint32 // holders of the first block
 	small   []uint32 // endpoints still matching, for small sets
@@ -206,8 +267,7 @@ func newIndex() *index {
 	for i := range x.shards {
 		x.shards[i].overflow = map[uint64]*holderSet{}
 	}
-	empty := []*endpointLRU{}
-	x.byID.Store(&empty)
+	x.ids.Store(&idTable{byKey: map[string]uint32{}})
 	x.scratch.New = func() any { return &matchScratch{} }
 	return x
 }
@@ -216,34 +276,33 @@ func (x *index) shardOf(h uint64) *shard { return &x.shards[h&(numShards-1)] }
 
 // endpoint returns the LRU of an endpoint, creating it when create is set.
 func (x *index) endpoint(key string, create bool) *endpointLRU {
-	if v, ok := x.byKey.Load(key); ok {
-		return v.(*endpointLRU)
+	t := x.ids.Load()
+	if id := t.lookup(key); id >= 0 {
+		return t.byID[id]
 	}
 	if !create {
 		return nil
 	}
 	x.regMu.Lock()
 	defer x.regMu.Unlock()
-	if v, ok := x.byKey.Load(key); ok {
-		return v.(*endpointLRU)
+	t = x.ids.Load()
+	if id := t.lookup(key); id >= 0 {
+		return t.byID[id]
 	}
-	old := *x.byID.Load()
 	var id uint32
 	if n := len(x.freeIDs); n > 0 {
 		id = x.freeIDs[n-1]
 		x.freeIDs = x.freeIDs[:n-1]
 	} else {
-		if len(old) > maxEndpointID {
+		if len(t.byID) > maxEndpointID {
 			return nil
 		}
-		id = uint32(len(old))
+		id = uint32(len(t.byID))
 	}
 	l := newEndpointLRU(key, id)
-	next := make([]*endpointLRU, max(len(old), int(id)+1))
-	copy(next, old)
-	next[id] = l
-	x.byID.Store(&next)
-	x.byKey.Store(key, l)
+	// Publish before returning: the endpoint's id appears in the reverse
+	// map only after this snapshot does, which match relies on.
+	x.ids.Store(t.with(id, l))
 	return l
 }
 
@@ -330,12 +389,15 @@ func (l *endpointLRU) evictTail(x *index) int {
 func (x *index) remove(key string) bool {
 	x.regMu.Lock()
 	defer x.regMu.Unlock()
-	v, ok := x.byKey.Load(key)
-	if !ok {
+	t := x.ids.Load()
+	id := t.lookup(key)
+	if id < 0 {
 		return false
 	}
-	l := v.(*endpointLRU)
-	x.byKey.Delete(key)
+	l := t.byID[id]
+	// Unpublish first, so that a request routed to the key from now on
+	// registers it anew (after this removal, which holds regMu).
+	x.ids.Store(t.with(l.id, nil))
 	l.mu.Lock()
 	l.removed = true
 	n := l.pos.len()
@@ -350,12 +412,7 @@ func (x *index) remove(key string) bool {
 	l.head, l.tail, l.free = noNode, noNode, noNode
 	l.mu.Unlock()
 	x.size.Add(-int64(n))
-
-	old := *x.byID.Load()
-	next := make([]*endpointLRU, len(old))
-	copy(next, old)
-	next[l.id] = nil
-	x.byID.Store(&next)
+	// The id is reusable only now that no holder lists it.
 	x.freeIDs = append(x.freeIDs, l.id)
 	return true
 }
@@ -364,7 +421,7 @@ func (x *index) remove(key string) bool {
 // many were removed.
 func (x *index) prune(keep func(key string) bool) int {
 	removed := 0
-	for _, l := range *x.byID.Load() {
+	for _, l := range x.ids.Load().byID {
 		if l != nil && !keep(l.key) && x.remove(l.key) {
 			removed++
 		}
@@ -376,7 +433,7 @@ func (x *index) prune(keep func(key string) bool) int {
 // debugging.
 func (x *index) keys() []string {
 	var out []string
-	for _, l := range *x.byID.Load() {
+	for _, l := range x.ids.Load().byID {
 		if l != nil {
 			out = append(out, l.key)
 		}
@@ -387,72 +444,109 @@ func (x *index) keys() []string {
 // match walks hashes from the first block and returns, for every endpoint
 // that holds the first block, the number of leading consecutive blocks it
 // holds. The walk stops at the first block that extends no endpoint's run.
-// It returns nil when no endpoint holds the first block, so a request
-// without a hit allocates nothing.
+// ok is false when no endpoint holds the first block; nothing is allocated
+// then, and nothing either when few endpoints do (the hits fit in the
+// result). Otherwise the result holds one int32 per endpoint id.
 //
 // The set of endpoints still matching is a short list while small and a
 // bitset over endpoint ids while large, so a prefix held by every endpoint
 // costs one word operation per 64 endpoints per block, not one per
 // endpoint.
-func (x *index) match(hashes []uint64) map[string]int {
+//
+// The result is in the ids of the snapshot loaded at the start. An id
+// recycled during the walk could have lent a new endpoint's blocks to the
+// old key; the walk therefore ends by dropping every id whose owner is no
+// longer the one in that snapshot.
+func (x *index) match(hashes []uint64) (out prefixHits, ok bool) {
 	if len(hashes) == 0 {
-		return nil
+		return out, false
 	}
-	ids := *x.byID.Load()
+	t := x.ids.Load()
+	ids := t.byID
 	nIDs := len(ids)
 	if nIDs == 0 {
-		return nil
+		return out, false
 	}
 	sc := x.scratch.Get().(*matchScratch)
 	defer x.scratch.Put(sc)
 	if len(sc.counts) < nIDs {
 		sc.counts = make([]int32, nIDs)
 	}
-	counts := sc.counts
 	nWords := (nIDs + 63) / 64
 
-	// Block 0: its holders are the only endpoints that can match.
-	touched := sc.touched[:0]
+	// Block 0: its holders are the only endpoints that can match, minus
+	// the ids free in the snapshot or beyond it (endpoints registered after
+	// it was taken). A large holder set is intersected with the live ids
+	// word by word into the alive bitset; a small one becomes the list.
+	if len(sc.alive) < nWords {
+		sc.alive = make([]uint64, nWords)
+	}
+	alive := sc.alive[:nWords]
+	small := sc.small[:0]
+	large := false
+	hits, maxID := 0, 0
 	h := hashes[0]
 	s := x.shardOf(h)
 	s.mu.RLock()
-	if v, ok := s.holders.get(h); ok {
-		if v != overflowMark {
-			for _, slot := range [2]uint64{v & slotMask, v >> 32} {
-				if slot != 0 && int(slot-1) < nIDs {
-					touched = append(touched, uint32(slot-1))
+	if v, ok := s.holders.get(h); ok && v != overflowMark {
+		for _, slot := range [2]uint64{v & slotMask, v >> 32} {
+			if slot != 0 {
+				small = append(small, uint32(slot-1))
+			}
+		}
+	} else if ok {
+		if set := s.overflow[h]; set.bits == nil {
+			small = append(small, set.ids...)
+		} else {
+			large = true
+			for w := range min(len(alive), len(set.bits)) {
+				if a := set.bits[w] & t.live[w]; a != 0 {
+					alive[w] = a
+					hits += bits.OnesCount64(a)
+					maxID = w<<6 | (63 - bits.LeadingZeros64(a))
 				}
 			}
-		} else {
-			touched = s.overflow[h].appendIDs(touched)
 		}
 	}
 	s.mu.RUnlock()
-	n := 0
-	for _, id := range touched {
-		if int(id) < nIDs {
-			touched[n] = id
-			n++
+	if large && hits <= fewHitsMax {
+		// Few live holders after all: continue with the list.
+		for w, a := range alive {
+			for ; a != 0; a &= a - 1 {
+				small = append(small, uint32(w<<6|bits.TrailingZeros64(a)))
+			}
+			alive[w] = 0
 		}
+		large = false
 	}
-	touched = touched[:n]
+	if !large {
+		n := 0
+		for _, id := range small {
+			if t.isLive(id) {
+				small[n] = id
+				n++
+				maxID = max(maxID, int(id))
+			}
+		}
+		small = small[:n]
+		hits = n
+	}
+	sc.small = small
+	if hits == 0 {
+		return out, false
+	}
+	if x.afterFirstBlock != nil {
+		x.afterFirstBlock()
+	}
+	// Few hits are counted in the pooled scratch and copied into the
+	// result, so touched keeps their ids; many are counted straight into
+	// the result's per-id slice.
+	counts := sc.counts
+	touched := append(sc.touched[:0], small...)
 	sc.touched = touched
-	if len(touched) == 0 {
-		return nil
-	}
-
-	small := append(sc.small[:0], touched...)
-	large := len(touched) > smallSetMax
-	var alive []uint64
-	if large {
-		if len(sc.alive) < nWords {
-			sc.alive = make([]uint64, nWords)
-		}
-		alive = sc.alive[:nWords]
-		for _, id := range touched {
-			alive[id>>6] |= 1 << (id & 63)
-		}
-		small = small[:0]
+	if hits > fewHitsMax {
+		out.dense = make([]int32, maxID+1)
+		counts = out.dense
 	}
 
 	// walked is the number of leading blocks every survivor holds. An
@@ -567,21 +661,37 @@ func (x *index) match(hashes []uint64) map[string]int {
 	}
 	sc.small = small
 
-	out := make(map[string]int, len(touched))
-	for _, id := range touched {
-		if l := ids[id]; l != nil {
-			out[l.key] = int(counts[id])
+	// Drop the ids that changed hands during the walk (see above). The
+	// snapshot is unchanged almost always, which makes this one load.
+	cur := x.ids.Load()
+	out.table = t
+	if out.dense != nil {
+		out.n = hits
+		if cur != t {
+			for id, c := range out.dense {
+				if c > 0 && t.recycledIn(cur, id) {
+					out.dense[id] = 0
+					out.n--
+				}
+			}
 		}
-		counts[id] = 0
+	} else {
+		for _, id := range touched {
+			if c := counts[id]; c > 0 && (cur == t || !t.recycledIn(cur, int(id))) {
+				out.addFew(int32(id), c)
+			}
+			counts[id] = 0
+		}
 	}
-	return out
+	return out, out.n > 0
 }
 
 // markSeen records that the endpoints are alive.
 func (x *index) markSeen(endpoints []*scheduling.Endpoint, now int64) {
+	t := x.ids.Load()
 	for _, e := range endpoints {
-		if v, ok := x.byKey.Load(e.Key()); ok {
-			v.(*endpointLRU).lastSeen.Store(now)
+		if id := t.lookup(e.Key()); id >= 0 {
+			t.byID[id].lastSeen.Store(now)
 		}
 	}
 }
@@ -590,7 +700,7 @@ func (x *index) markSeen(endpoints []*scheduling.Endpoint, now int64) {
 // returns how many were removed.
 func (x *index) sweep(cutoff int64) int {
 	return x.prune(func(key string) bool {
-		v, ok := x.byKey.Load(key)
-		return !ok || v.(*endpointLRU).lastSeen.Load() >= cutoff
+		l := x.endpoint(key, false)
+		return l == nil || l.lastSeen.Load() >= cutoff
 	})
 }

@@ -88,6 +88,28 @@ func route(p *Producer, req *scheduling.Request, candidates []*scheduling.Endpoi
 	return pm
 }
 
+// hitMap returns a match's hits as a map, through Range.
+func hitMap(pm *scheduling.PrefixMatch) map[string]int {
+	if pm == nil || pm.Hits == nil {
+		return nil
+	}
+	out := map[string]int{}
+	pm.Hits.Range(func(k string, b int) bool {
+		out[k] = b
+		return true
+	})
+	return out
+}
+
+// matchMap runs match and returns its hits as a map, nil without a hit.
+func matchMap(x *index, hashes []uint64) map[string]int {
+	h, ok := x.match(hashes)
+	if !ok {
+		return nil
+	}
+	return hitMap(&scheduling.PrefixMatch{TotalBlocks: len(hashes), Hits: &h})
+}
+
 func TestParams(t *testing.T) {
 	def := DefaultParams()
 	with := func(f func(p *Params)) Params { p := DefaultParams(); f(&p); return p }
@@ -358,12 +380,14 @@ func TestProduceAndScore(t *testing.T) {
 			if pm.TotalBlocks != tt.wantTotal || pm.BlockSizeTokens != 16 {
 				t.Errorf("TotalBlocks, BlockSizeTokens = %d, %d; want %d, 16", pm.TotalBlocks, pm.BlockSizeTokens, tt.wantTotal)
 			}
-			if len(pm.Matched) != len(tt.wantMatched) {
-				t.Errorf("Matched = %v, want %v", pm.Matched, tt.wantMatched)
+			got := hitMap(pm)
+			if len(got) != len(tt.wantMatched) || pm.HitCount() != len(tt.wantMatched) {
+				t.Errorf("hits = %v (HitCount %d), want %v", got, pm.HitCount(), tt.wantMatched)
 			}
-			for k, v := range tt.wantMatched {
-				if pm.Matched[k] != v {
-					t.Errorf("Matched[%s] = %d, want %d", k, pm.Matched[k], v)
+			for i, e := range eps {
+				want := tt.wantMatched[e.Key()]
+				if got[e.Key()] != want || pm.MatchedBlocks(e) != want {
+					t.Errorf("endpoint %d: Range says %d, MatchedBlocks %d; want %d", i, got[e.Key()], pm.MatchedBlocks(e), want)
 				}
 			}
 			scores := make([]float64, len(eps))
@@ -391,7 +415,7 @@ func TestMatchCountsLeadingConsecutiveBlocks(t *testing.T) {
 	x.add("c", []uint64{102, 103, 104}, 100, 0)      // misses block 0
 	x.add("d", []uint64{101, 102, 103, 104}, 100, 0) // same as b: three holders per hash
 	x.add("e", []uint64{101}, 100, 0)                // first block only
-	got := x.match(h)
+	got := matchMap(x, h)
 	want := map[string]int{"a": 2, "b": 4, "d": 4, "e": 1}
 	if len(got) != len(want) {
 		t.Fatalf("match = %v, want %v", got, want)
@@ -401,11 +425,11 @@ func TestMatchCountsLeadingConsecutiveBlocks(t *testing.T) {
 			t.Errorf("match[%s] = %d, want %d", k, got[k], v)
 		}
 	}
-	if got := x.match([]uint64{999, 101}); got != nil {
+	if got := matchMap(x, []uint64{999, 101}); got != nil {
 		t.Errorf("a miss on the first block matched %v", got)
 	}
 	// The scratch counters are reset between calls.
-	if got := x.match(h); got["a"] != 2 || got["b"] != 4 {
+	if got := matchMap(x, h); got["a"] != 2 || got["b"] != 4 {
 		t.Errorf("second match = %v", got)
 	}
 }
@@ -449,7 +473,7 @@ func TestMatchAgainstReference(t *testing.T) {
 					continue
 				}
 				q := chain()
-				got := x.match(q)
+				got := matchMap(x, q)
 				want := referenceMatch(x, q)
 				if len(got) != len(want) {
 					t.Fatalf("round %d: match = %v, want %v", round, got, want)
@@ -487,7 +511,7 @@ func TestMatchLargeSets(t *testing.T) {
 		{a0, a1, a2, 999},
 		{a0, a1, a2},
 	} {
-		got, want := x.match(q), referenceMatch(x, q)
+		got, want := matchMap(x, q), referenceMatch(x, q)
 		if len(got) != len(want) {
 			t.Fatalf("match(%v) = %v, want %v", q, got, want)
 		}
@@ -497,7 +521,7 @@ func TestMatchLargeSets(t *testing.T) {
 			}
 		}
 	}
-	if got := x.match([]uint64{a0, a1, a2, a3, a4}); got[key(0)] != 5 || got[key(5)] != 4 || got[key(30)] != 3 {
+	if got := matchMap(x, []uint64{a0, a1, a2, a3, a4}); got[key(0)] != 5 || got[key(5)] != 4 || got[key(30)] != 3 {
 		t.Errorf("match = %v", got)
 	}
 
@@ -513,7 +537,7 @@ func TestMatchLargeSets(t *testing.T) {
 // leading hashes its LRU holds.
 func referenceMatch(x *index, hashes []uint64) map[string]int {
 	var out map[string]int
-	for _, l := range *x.byID.Load() {
+	for _, l := range x.ids.Load().byID {
 		if l == nil {
 			continue
 		}
@@ -599,7 +623,7 @@ func TestEvictionKeepsLeadingBlocks(t *testing.T) {
 	req := newRequest("m", text)
 	p.Produce(t.Context(), req, eps)
 	pm, _ := scheduling.PrefixMatchKey.Get(req)
-	if got := pm.Matched[eps[0].Key()]; got != 4 {
+	if got := pm.MatchedBlocks(eps[0]); got != 4 {
 		t.Errorf("matched = %d, want 4", got)
 	}
 	if p.IndexSize() != 4 {
@@ -676,8 +700,8 @@ func TestPruneAndReuse(t *testing.T) {
 	req := newRequest("m", text)
 	p.Produce(t.Context(), req, eps)
 	pm, _ := scheduling.PrefixMatchKey.Get(req)
-	if _, ok := pm.Matched[eps[1].Key()]; ok || pm.Matched[eps[0].Key()] != 4 {
-		t.Errorf("after prune Matched = %v", pm.Matched)
+	if got := hitMap(pm); len(got) != 2 || got[eps[0].Key()] != 4 || pm.MatchedBlocks(eps[1]) != 0 {
+		t.Errorf("after prune hits = %v", got)
 	}
 	// A new endpoint reuses the freed id without inheriting its entries.
 	fresh := schedulingtest.Endpoint("fresh").Build()
@@ -688,7 +712,7 @@ func TestPruneAndReuse(t *testing.T) {
 	req = newRequest("m", text)
 	p.Produce(t.Context(), req, eps)
 	pm, _ = scheduling.PrefixMatchKey.Get(req)
-	if _, ok := pm.Matched[fresh.Key()]; ok {
+	if pm.MatchedBlocks(fresh) != 0 || hitMap(pm)[fresh.Key()] != 0 {
 		t.Error("the new endpoint inherited the pruned endpoint's entries")
 	}
 	checkConsistent(t, p.idx)
@@ -725,13 +749,13 @@ func TestHolderPacking(t *testing.T) {
 		x.add(k, []uint64{h}, 10, 0)
 		checkConsistent(t, x)
 	}
-	if got := x.match([]uint64{h}); len(got) != 5 {
+	if got := matchMap(x, []uint64{h}); len(got) != 5 {
 		t.Fatalf("match = %v", got)
 	}
 	for i, k := range keys {
 		x.remove(k)
 		checkConsistent(t, x)
-		if got := x.match([]uint64{h}); len(got) != len(keys)-i-1 {
+		if got := matchMap(x, []uint64{h}); len(got) != len(keys)-i-1 {
 			t.Fatalf("after removing %s match = %v", k, got)
 		}
 	}
@@ -855,7 +879,7 @@ func TestConcurrentUse(t *testing.T) {
 // and size is the sum of the LRUs.
 func checkConsistent(t *testing.T, x *index) {
 	t.Helper()
-	ids := *x.byID.Load()
+	ids := x.ids.Load().byID
 	total := 0
 	held := map[uint64]map[uint32]bool{}
 	for id, l := range ids {

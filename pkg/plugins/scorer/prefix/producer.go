@@ -81,17 +81,37 @@ func (p *Producer) Produces() []string { return []string{scheduling.PrefixMatchK
 // Consumes implements scheduling.DataProducer.
 func (p *Producer) Consumes() []string { return nil }
 
+// matchResult is what Produce stores for a request with hits: the
+// PrefixMatch and the hits it points to, in one allocation. It is never
+// pooled, because plugins may read it until the request is gone.
+type matchResult struct {
+	pm   scheduling.PrefixMatch
+	hits prefixHits
+}
+
 // Produce hashes the prompt, matches it against the index and stores a
-// *scheduling.PrefixMatch on the request. Matched holds only endpoints with
-// a hit.
+// *scheduling.PrefixMatch on the request. Its Hits are backed by the index
+// (see prefixHits) and nil when no endpoint has a hit.
 func (p *Producer) Produce(_ context.Context, req *scheduling.Request, candidates []*scheduling.Endpoint) {
 	bs := p.params.blockSizeFor(candidates)
-	rh := hashesPool.Get().(*requestHashes)
+	// A request produced again before PreRequest reuses its hash buffer
+	// rather than leaking it from the pool.
+	rh, ok := p.hashesKey.Get(req)
+	if !ok || rh == nil {
+		rh = hashesPool.Get().(*requestHashes)
+	}
 	rh.blockSize = bs
 	rh.hashes = hashPrompt(rh.hashes[:0], req.TargetModel, req.Prompt.CacheSalt, req.Prompt.Text, bs, p.params.maxBlocksFor(bs))
 
-	pm := &scheduling.PrefixMatch{TotalBlocks: len(rh.hashes), BlockSizeTokens: bs}
-	pm.Matched = p.idx.match(rh.hashes)
+	var pm *scheduling.PrefixMatch
+	if hits, ok := p.idx.match(rh.hashes); ok {
+		hits.cands = p.idx.candidates(hits.table, candidates)
+		r := &matchResult{hits: hits}
+		r.pm = scheduling.PrefixMatch{TotalBlocks: len(rh.hashes), BlockSizeTokens: bs, Hits: &r.hits}
+		pm = &r.pm
+	} else {
+		pm = &scheduling.PrefixMatch{TotalBlocks: len(rh.hashes), BlockSizeTokens: bs}
+	}
 	scheduling.PrefixMatchKey.Set(req, pm)
 	p.hashesKey.Set(req, rh)
 
@@ -135,10 +155,8 @@ func (p *Producer) PreRequest(_ context.Context, req *scheduling.Request, result
 		p.idx.add(pr.Targets[0].Key(), rh.hashes, p.params.capacityFor(pr.Targets[0]), now)
 	}
 
-	matched := 0
-	if pm, ok := scheduling.PrefixMatchKey.Get(req); ok && pm != nil {
-		matched = pm.Matched[target.Key()]
-	}
+	pm, _ := scheduling.PrefixMatchKey.Get(req)
+	matched := pm.MatchedBlocks(target)
 	total := len(rh.hashes)
 	blockBytes := rh.blockSize * charsPerToken
 	p.metrics.hitBytes.Observe(float64(matched * blockBytes))

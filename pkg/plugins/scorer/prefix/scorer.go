@@ -52,47 +52,22 @@ func (s *Scorer) DefaultProducer(key string) (string, []byte, bool) {
 // without a match.
 func (s *Scorer) Score(_ context.Context, req *scheduling.Request, endpoints []*scheduling.Endpoint, scores []float64) {
 	pm, ok := scheduling.PrefixMatchKey.Get(req)
-	if !ok || pm == nil || pm.TotalBlocks <= 0 || len(pm.Matched) == 0 {
+	if !ok || pm == nil || pm.TotalBlocks <= 0 || pm.Hits == nil {
 		return
 	}
 	inv := 1 / float64(pm.TotalBlocks)
-	if len(pm.Matched) > signatureMaxKeys {
-		for i, e := range endpoints {
-			if n := pm.Matched[e.Key()]; n > 0 {
-				scores[i] = float64(n) * inv
-			}
-		}
+	if h, ok := pm.Hits.(*prefixHits); ok {
+		// This package's producer resolved the candidates to index ids, so
+		// no endpoint needs a lookup by key.
+		h.scoreInto(endpoints, scores, inv)
 		return
 	}
-	// Few endpoints matched (the usual case): a 256-bit signature filter
-	// skips the map lookup for almost every endpoint without a hit.
-	var sig [4]uint64
-	for k := range pm.Matched {
-		b := keySignature(k)
-		sig[b>>6] |= 1 << (b & 63)
+	if pm.Hits.Len() == 0 {
+		return
 	}
 	for i, e := range endpoints {
-		k := e.Key()
-		if b := keySignature(k); sig[b>>6]&(1<<(b&63)) == 0 {
-			continue
-		}
-		if n := pm.Matched[k]; n > 0 {
+		if n := pm.Hits.MatchedBlocks(e); n > 0 {
 			scores[i] = float64(n) * inv
 		}
 	}
-}
-
-// signatureMaxKeys is the largest Matched map Score filters by signature.
-const signatureMaxKeys = 32
-
-// keySignature maps an endpoint key to one of 256 bits from its length and
-// a few of its bytes; endpoint keys differ in their ends (pod suffixes,
-// ranks) and middles.
-func keySignature(k string) uint8 {
-	n := len(k)
-	if n == 0 {
-		return 0
-	}
-	x := uint64(n) | uint64(k[n-1])<<8 | uint64(k[n/2])<<16 | uint64(k[(3*n)/4])<<24 | uint64(k[max(n-2, 0)])<<32 | uint64(k[max(n-3, 0)])<<40
-	return uint8((x * 0x9E3779B97F4A7C15) >> 56)
 }

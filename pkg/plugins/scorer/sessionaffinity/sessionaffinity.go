@@ -54,7 +54,6 @@ import (
 	"strings"
 	"sync"
 	"time"
-	"unsafe"
 
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
@@ -341,18 +340,10 @@ func (s *Scorer) Score(_ context.Context, req *scheduling.Request, endpoints []*
 	if token == "" || len(token) > maxTokenLength {
 		return
 	}
-	var buf [256]byte
-	dst := buf[:]
-	if n := base64.StdEncoding.DecodedLen(len(token)); n > len(buf) {
-		dst = make([]byte, n)
-	}
-	// Decode only reads its source, so the string's bytes are used in
-	// place instead of being copied.
-	n, err := base64.StdEncoding.Decode(dst, unsafe.Slice(unsafe.StringData(token), len(token)))
+	target, err := base64.StdEncoding.DecodeString(token)
 	if err != nil {
 		return
 	}
-	target := dst[:n]
 	for i, e := range endpoints {
 		if sameEndpoint(target, e) {
 			scores[i] = 1
