@@ -7,8 +7,6 @@ import (
 	"fmt"
 	"io"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/switchyard-ai/switchyard/pkg/config"
 	"github.com/switchyard-ai/switchyard/pkg/plugins"
 )
@@ -71,7 +69,7 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 			}
 			fmt.Fprintf(stdout, "%s\n", out)
 		case "yaml":
-			out, err := yaml.Marshal(loaded.Config)
+			out, err := config.MarshalYAML(loaded.Config)
 			if err != nil {
 				fmt.Fprintf(stderr, "%s: render: %v\n", file, err)
 				return 1

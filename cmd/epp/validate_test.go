@@ -82,6 +82,8 @@ func TestValidateEffectiveConfigRoundTrips(t *testing.T) {
 	}
 	path := filepath.Join(t.TempDir(), "effective.yaml")
 	body := first[strings.Index(first, "\n")+1:] // drop the "# file: OK" line
+	// Keys come in schema order, as people write the file.
+	require.True(t, strings.HasPrefix(body, "apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: EndpointPickerConfig\nplugins:\n"), body)
 	require.NoError(t, os.WriteFile(path, []byte(body), 0o644))
 	code, second, stderr := runEPP("validate", "-o", "yaml", path)
 	require.Equal(t, 0, code, stderr)
