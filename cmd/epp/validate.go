@@ -11,21 +11,45 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/plugins"
 )
 
+const validateUsage = `Usage: epp validate [-o yaml|json] FILE...
+
+Loads each EndpointPickerConfig file exactly as the server does and prints
+FILE: OK, or every error with its field path. Warnings go to stderr.
+
+With -o, stdout carries only the effective configurations, every default
+filled in: YAML documents separated by ---, or JSON (the configuration for
+one file; an object keyed by file name for several). Errors then go to
+stderr.
+
+Exit code: 0 when every file is valid, 1 otherwise, 2 on usage errors.
+
+Flags:
+`
+
 // runValidate implements `epp validate`: every file is loaded with the
 // same loader, registry and defaults the server uses.
 func runValidate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	output := fs.String("o", "", "print the effective configuration, every default filled in: yaml or json")
+	output := fs.String("o", "", "print the effective configuration: yaml or json")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: epp validate [-o yaml|json] FILE...\n\nLoads each EndpointPickerConfig file as the server would and prints OK or every error.\nExit code 0 when all files are valid, 1 otherwise, 2 on usage errors.\n\nFlags:\n")
+		fmt.Fprint(stderr, validateUsage)
 		fs.PrintDefaults()
 	}
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return 0
+	// Flags may come before, between or after the files.
+	var files []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return 0
+			}
+			return 2
 		}
-		return 2
+		if fs.NArg() == 0 {
+			break
+		}
+		files = append(files, fs.Arg(0))
+		args = fs.Args()[1:]
 	}
 	switch *output {
 	case "", "yaml", "json":
@@ -33,52 +57,83 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "epp validate: -o must be yaml or json, got %q\n", *output)
 		return 2
 	}
-	files := fs.Args()
 	if len(files) == 0 {
 		fmt.Fprintln(stderr, "epp validate: no file given")
 		fs.Usage()
 		return 2
 	}
+	// Reports go to stdout, unless stdout carries configurations.
+	report := stdout
+	if *output != "" {
+		report = stderr
+	}
 	code := 0
-	for i, file := range files {
+	var configs []*config.EndpointPickerConfig
+	var valid []string
+	for _, file := range files {
 		loaded, err := config.LoadFile(file, config.Options{Registry: plugins.InTree()})
 		if err != nil {
 			code = 1
 			var verr *config.ValidationError
 			if errors.As(err, &verr) {
-				fmt.Fprintf(stdout, "%s: %d error(s):\n", file, len(verr.Errors))
+				fmt.Fprintf(report, "%s: %d error(s):\n", file, len(verr.Errors))
 				for _, fe := range verr.Errors {
-					fmt.Fprintf(stdout, "  %s\n", fe.Error())
+					fmt.Fprintf(report, "  %s\n", fe.Error())
 				}
 			} else {
-				fmt.Fprintf(stdout, "%s: %v\n", file, err)
+				fmt.Fprintf(report, "%s: %v\n", file, err)
 			}
 			continue
 		}
 		for _, w := range loaded.Warnings {
 			fmt.Fprintf(stderr, "%s: warning: %s\n", file, w)
 		}
-		switch *output {
-		case "":
+		if *output == "" {
 			fmt.Fprintf(stdout, "%s: OK\n", file)
-		case "json":
-			out, err := json.MarshalIndent(loaded.Config, "", "  ")
-			if err != nil {
-				fmt.Fprintf(stderr, "%s: render: %v\n", file, err)
-				return 1
-			}
-			fmt.Fprintf(stdout, "%s\n", out)
-		case "yaml":
-			out, err := config.MarshalYAML(loaded.Config)
-			if err != nil {
-				fmt.Fprintf(stderr, "%s: render: %v\n", file, err)
-				return 1
-			}
-			if i > 0 {
-				fmt.Fprintln(stdout, "---")
-			}
-			fmt.Fprintf(stdout, "# %s: OK\n%s", file, out)
+			continue
 		}
+		configs = append(configs, loaded.Config)
+		valid = append(valid, file)
+	}
+	if err := render(stdout, *output, len(files) > 1, valid, configs); err != nil {
+		fmt.Fprintf(stderr, "epp validate: %v\n", err)
+		return 1
 	}
 	return code
+}
+
+// render prints the effective configurations of the valid files; with
+// several files given, JSON output is an object keyed by file name.
+func render(w io.Writer, format string, several bool, files []string, configs []*config.EndpointPickerConfig) error {
+	switch format {
+	case "yaml":
+		for i, cfg := range configs {
+			out, err := config.MarshalYAML(cfg)
+			if err != nil {
+				return fmt.Errorf("%s: %w", files[i], err)
+			}
+			if i > 0 {
+				fmt.Fprintln(w, "---")
+			}
+			fmt.Fprintf(w, "# %s\n%s", files[i], out)
+		}
+	case "json":
+		if len(configs) == 0 {
+			return nil
+		}
+		var v any = configs[0]
+		if several {
+			byFile := make(map[string]*config.EndpointPickerConfig, len(files))
+			for i, f := range files {
+				byFile[f] = configs[i]
+			}
+			v = byFile
+		}
+		out, err := json.MarshalIndent(v, "", "  ")
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(w, "%s\n", out)
+	}
+	return nil
 }

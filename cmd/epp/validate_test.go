@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -9,6 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard-ai/switchyard/pkg/config"
 )
 
 const defaultConfig = "../../config/default.yaml"
@@ -24,8 +27,10 @@ func TestValidate(t *testing.T) {
 		name       string
 		args       []string
 		wantCode   int
-		wantStdout string
-		wantStderr string // substring
+		wantStdout string // exact; "-" means empty
+		// wantStdoutPrefix, when set, must start stdout.
+		wantStdoutPrefix string
+		wantStderr       string // substring
 	}{
 		{name: "default is valid", args: []string{"validate", defaultConfig}, wantCode: 0, wantStdout: defaultConfig + ": OK\n"},
 		{
@@ -43,6 +48,12 @@ func TestValidate(t *testing.T) {
 		},
 		{
 			name: "one bad file fails the run, the good one still says OK", args: []string{"validate", defaultConfig, "testdata/broken.yaml"}, wantCode: 1,
+			wantStdoutPrefix: defaultConfig + ": OK\ntestdata/broken.yaml: 8 error(s):\n",
+		},
+		{name: "flags may follow the files", args: []string{"validate", defaultConfig, "-o", "yaml"}, wantCode: 0, wantStdoutPrefix: "# " + defaultConfig + "\napiVersion: "},
+		{
+			name: "with -o, errors go to stderr and stdout holds only configurations", args: []string{"validate", "-o", "yaml", "testdata/broken.yaml"}, wantCode: 1,
+			wantStdout: "-", wantStderr: "testdata/broken.yaml: 8 error(s):",
 		},
 		{name: "missing file", args: []string{"validate", "testdata/nope.yaml"}, wantCode: 1, wantStdout: "testdata/nope.yaml: read configuration: open testdata/nope.yaml: no such file or directory\n"},
 		{name: "no file is a usage error", args: []string{"validate"}, wantCode: 2, wantStderr: "no file given"},
@@ -55,11 +66,14 @@ func TestValidate(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			code, stdout, stderr := runEPP(tt.args...)
 			require.Equal(t, tt.wantCode, code, "stdout:\n%s\nstderr:\n%s", stdout, stderr)
-			if tt.wantStdout != "" {
+			if tt.wantStdout == "-" {
+				require.Empty(t, stdout)
+			} else if tt.wantStdout != "" {
 				if diff := cmp.Diff(tt.wantStdout, stdout); diff != "" {
 					t.Errorf("stdout (-want +got):\n%s", diff)
 				}
 			}
+			require.True(t, strings.HasPrefix(stdout, tt.wantStdoutPrefix), "stdout:\n%s", stdout)
 			require.Contains(t, stderr, tt.wantStderr)
 		})
 	}
@@ -93,5 +107,14 @@ func TestValidateEffectiveConfigRoundTrips(t *testing.T) {
 	}
 	code, js, _ := runEPP("validate", "-o", "json", defaultConfig)
 	require.Equal(t, 0, code)
-	require.True(t, strings.HasPrefix(js, "{\n"), js)
+	var one config.EndpointPickerConfig
+	require.NoError(t, json.Unmarshal([]byte(js), &one))
+	require.Equal(t, "EndpointPickerConfig", one.Kind)
+	// Several files: one JSON object keyed by file name.
+	code, js, _ = runEPP("validate", "-o", "json", defaultConfig, path)
+	require.Equal(t, 0, code)
+	var several map[string]config.EndpointPickerConfig
+	require.NoError(t, json.Unmarshal([]byte(js), &several))
+	require.Len(t, several, 2)
+	require.Contains(t, several, path)
 }

@@ -3,11 +3,14 @@ package config
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
 	"math"
 	"sort"
 	"strings"
 
+	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
@@ -21,9 +24,18 @@ func decode(data []byte, errs *errorList) *EndpointPickerConfig {
 		errs.add("", "the configuration is empty")
 		return nil
 	}
+	n, err := checkYAML(data)
+	if err != nil {
+		errs.add("", "not valid YAML: %s", yamlMessage(err))
+		return nil
+	}
+	if n > 1 {
+		errs.add("", "the file holds %d YAML documents; an EndpointPickerConfig file holds exactly one", n)
+		return nil
+	}
 	jsonData, err := yaml.YAMLToJSON(data)
 	if err != nil {
-		errs.add("", "not valid YAML: %s", strings.TrimPrefix(err.Error(), "error converting YAML to JSON: "))
+		errs.add("", "not valid YAML: %s", yamlMessage(err))
 		return nil
 	}
 	var root any
@@ -104,8 +116,10 @@ func decode(data []byte, errs *errorList) *EndpointPickerConfig {
 			cfg.SaturationDetector = sd
 		}
 	}
-	_, hasDL := obj["dataLayer"]
-	_, hasData := obj["data"]
+	// A key with a null value (`dataLayer:` and nothing under it) is the
+	// same as an absent one, as GIE decodes it into a nil pointer.
+	hasDL := obj["dataLayer"] != nil
+	hasData := obj["data"] != nil
 	switch {
 	case hasDL && hasData:
 		errs.add("data", "both dataLayer and its older name data are set; keep only dataLayer")
@@ -124,6 +138,42 @@ func decode(data []byte, errs *errorList) *EndpointPickerConfig {
 		cfg.FlowControl = d.flowControl("flowControl", v)
 	}
 	return cfg
+}
+
+// checkYAML parses every document of data and returns how many are not
+// empty. It reports syntax errors and keys given twice (GIE's strict
+// decoder rejects those too; otherwise the last one would silently win)
+// with the line numbers of both.
+func checkYAML(data []byte) (int, error) {
+	dec := yamlv3.NewDecoder(bytes.NewReader(data))
+	n := 0
+	for {
+		var doc any
+		err := dec.Decode(&doc)
+		if errors.Is(err, io.EOF) {
+			return n, nil
+		}
+		if err != nil {
+			return n, err
+		}
+		if doc != nil {
+			n++
+		}
+	}
+}
+
+// yamlMessage makes a YAML library error read as one line.
+func yamlMessage(err error) string {
+	msg := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
+	msg = strings.TrimPrefix(msg, "yaml: ")
+	msg = strings.TrimPrefix(msg, "unmarshal errors:\n  ")
+	msg = strings.ReplaceAll(msg, "\n  ", "; ")
+	for _, v := range []string{"NaN", "+Inf", "-Inf"} {
+		if strings.Contains(msg, "unsupported value: "+v) {
+			return "a number is .nan or .inf; every number must be finite"
+		}
+	}
+	return msg
 }
 
 type decoder struct{ errs *errorList }

@@ -198,6 +198,7 @@ func TestGIEConfigsLoad(t *testing.T) {
 	// The test must not pass vacuously: the integration-test default and
 	// the documented examples are among the supported ones.
 	require.Contains(t, supported, "test/integration/epp/testdata/default-config.yaml#0.0")
-	require.Contains(t, unsupported, "test/integration/epp/testdata/datalayer-config.yaml#0.0")
+	require.Contains(t, unsupported, "test/integration/epp/testdata/datalayer-config.yaml#0.0") // mock-metrics-source
+	require.Contains(t, unsupported, "test/testdata/configloader_1_test.yaml#0.0")              // test-one and other test types
 	require.GreaterOrEqual(t, len(supported), 5, "supported: %v", supported)
 }

@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -245,10 +246,12 @@ func (l *loader) addDefault(pluginType string, params json.RawMessage, why strin
 }
 
 // addProducers instantiates the producer of every consumed key that no
-// configured plugin produces. Consumers that name a default producer (the
-// prefix scorer names its producer, with its own parameters) go first, so
-// that a consumer without one (the prefix affinity filter) may be listed
-// before them; a key nobody can produce is an error.
+// configured plugin produces, as GIE does for the prefix scorer. Consumers
+// that pass parameters to their default producer (the prefix scorer passes
+// its own) take precedence over those that take the producer's defaults
+// (the prefix affinity filter), whatever the configuration order; among
+// the former, the last one configured wins, as in GIE, with a warning when
+// they disagree. A consumed key nobody produces is an error.
 func (l *loader) addProducers() {
 	produced := map[string]bool{}
 	markProduced := func(name string) {
@@ -261,6 +264,11 @@ func (l *loader) addProducers() {
 	for _, name := range l.order {
 		markProduced(name)
 	}
+	type proposal struct {
+		consumer, key, ptype string
+		params               []byte
+	}
+	var withParams, withoutParams []proposal
 	consumers := slices.Clone(l.order)
 	for _, name := range consumers {
 		dc, ok := l.instances[name].(scheduling.DataConsumer)
@@ -272,18 +280,39 @@ func (l *loader) addProducers() {
 			if produced[key] {
 				continue
 			}
-			ptype, params, found := def.DefaultProducer(key)
-			if !found {
-				continue
-			}
-			if l.addDefault(ptype, params, l.label(name)) {
-				markProduced(ptype)
-			}
-			if !produced[key] {
-				l.errs.add(l.label(name), "consumes %q, which its default producer %q does not produce", key, ptype)
-				produced[key] = true // report once
+			if ptype, params, found := def.DefaultProducer(key); found {
+				p := proposal{consumer: name, key: key, ptype: ptype, params: params}
+				if len(params) > 0 {
+					withParams = append(withParams, p)
+				} else {
+					withoutParams = append(withoutParams, p)
+				}
 			}
 		}
+	}
+	slices.Reverse(withParams) // the last configured consumer wins
+	chosen := map[string]proposal{}
+	for _, p := range append(withParams, withoutParams...) {
+		if prev, ok := chosen[p.key]; ok {
+			if prev.ptype == p.ptype && len(p.params) > 0 && !jsonEqual(prev.params, p.params) {
+				l.warn("%s: its parameters for the %s it needs are ignored: %s was configured later and its parameters are used", l.label(p.consumer), p.ptype, l.label(prev.consumer))
+			}
+			continue
+		}
+		chosen[p.key] = p
+		if produced[p.key] {
+			continue // created for an earlier key
+		}
+		if l.addDefault(p.ptype, p.params, l.label(p.consumer)) {
+			markProduced(p.ptype)
+		}
+		if !produced[p.key] {
+			l.errs.add(l.label(p.consumer), "consumes %q, which its default producer %q does not produce", p.key, p.ptype)
+			produced[p.key] = true // report once
+		}
+	}
+	if l.anyFailed() {
+		return // a plugin that failed may have been the producer: do not add noise
 	}
 	for _, name := range consumers {
 		dc, ok := l.instances[name].(scheduling.DataConsumer)
@@ -297,6 +326,17 @@ func (l *loader) addProducers() {
 			}
 		}
 	}
+}
+
+// jsonEqual reports whether two JSON documents hold the same value.
+func jsonEqual(a, b []byte) bool {
+	var va, vb any
+	if json.Unmarshal(a, &va) != nil || json.Unmarshal(b, &vb) != nil {
+		return bytes.Equal(a, b)
+	}
+	ja, _ := json.Marshal(va)
+	jb, _ := json.Marshal(vb)
+	return bytes.Equal(ja, jb)
 }
 
 func isSchedulingPlugin(p scheduling.Plugin) bool {
@@ -481,6 +521,9 @@ func (l *loader) dataLayer() {
 			Extractors: []DataLayerExtractor{{PluginRef: CoreMetricsExtractorType}},
 		}}}
 	}
+	if len(l.cfg.DataLayer.Sources) == 0 {
+		l.warn("dataLayer: no sources, so no model-server metrics are collected: scorers and detectors that read queue, KV cache or LoRA metrics see none (omit dataLayer to get the default metrics source)")
+	}
 	for i, src := range l.cfg.DataLayer.Sources {
 		spath := index("dataLayer.sources", i)
 		binding := DataSourceBinding{}
@@ -548,8 +591,17 @@ func (l *loader) flowControl() {
 	if fc == nil {
 		return
 	}
-	if !slices.Contains(l.cfg.FeatureGates, GateFlowControl) {
+	gateOn := slices.Contains(l.cfg.FeatureGates, GateFlowControl)
+	if !gateOn {
+		// As GIE: the section is ignored without its gate. Its syntax is
+		// still checked; its policy references are not, since the default
+		// policies GIE instantiates exist only with flow control.
 		l.warn("flowControl: ignored because the %s feature gate is off (as in GIE)", GateFlowControl)
+	}
+	policyRef := func(path, ref string) {
+		if gateOn {
+			l.policyRef(path, ref)
+		}
 	}
 	l.quantity("flowControl.maxBytes", fc.MaxBytes)
 	l.quantity("flowControl.maxRequests", fc.MaxRequests)
@@ -560,12 +612,12 @@ func (l *loader) flowControl() {
 			l.errs.add("flowControl.defaultRequestTTL", "must be >= 0, got %s", fc.DefaultRequestTTL)
 		}
 	}
-	l.policyRef("flowControl.usageLimitPolicyPluginRef", fc.UsageLimitPolicyPluginRef)
+	policyRef("flowControl.usageLimitPolicyPluginRef", fc.UsageLimitPolicyPluginRef)
 	band := func(path string, b PriorityBandConfig) {
 		l.quantity(field(path, "maxBytes"), b.MaxBytes)
 		l.quantity(field(path, "maxRequests"), b.MaxRequests)
-		l.policyRef(field(path, "fairnessPolicyRef"), b.FairnessPolicyRef)
-		l.policyRef(field(path, "orderingPolicyRef"), b.OrderingPolicyRef)
+		policyRef(field(path, "fairnessPolicyRef"), b.FairnessPolicyRef)
+		policyRef(field(path, "orderingPolicyRef"), b.OrderingPolicyRef)
 	}
 	if fc.DefaultPriorityBand != nil {
 		band("flowControl.defaultPriorityBand", *fc.DefaultPriorityBand)

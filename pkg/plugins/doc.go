@@ -18,5 +18,7 @@
 //  5. Add one line to InTree in registry.go.
 //
 // Plugins import pkg/scheduling, never each other: data they share goes
-// through the well-known StateKeys of pkg/scheduling.
+// through the well-known StateKeys of pkg/scheduling. Code shared by the
+// plugins of one kind lives in that kind's internal/ folder (for example
+// picker/internal/pick), which only those plugins may import.
 package plugins

@@ -91,7 +91,8 @@ func (m *PrefixMatch) Ratio(e *Endpoint) float64 {
 var PrefixMatchKey = NewStateKey[*PrefixMatch]("prefix-cache-match-info")
 
 // InFlightLoad reports, per endpoint key, the requests sent to it that have
-// not completed and their estimated uncached prompt tokens.
+// not completed and their estimated token load (what counts as load depends
+// on the producer's accounting; see inflight-load-producer).
 type InFlightLoad interface {
 	InFlight(endpointKey string) (requests, tokens int64)
 }

@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"strings"
+
+	sigsjson "sigs.k8s.io/json"
 )
 
 // NoParams is the parameter type of plugins that take none: any key given
@@ -49,29 +52,26 @@ func Typed[P any, T Plugin](defaults func() P, newFn func(name string, p P, h Ha
 	}
 }
 
-// DecodeParams decodes raw JSON parameters into out strictly: unknown keys
-// and trailing data are errors, and type errors name the field.
+// DecodeParams decodes raw JSON parameters into out strictly: keys match
+// case-sensitively, and every unknown or duplicate key is reported with its
+// path (e.g. `unknown field "sessionIdConfig.sourcez"`); trailing data and
+// type errors are errors too, the latter naming the field.
 func DecodeParams(raw json.RawMessage, out any) error {
 	trimmed := bytes.TrimSpace(raw)
 	if len(trimmed) == 0 || bytes.Equal(trimmed, []byte("null")) {
 		return nil
 	}
-	if !json.Valid(trimmed) {
-		// Decode again to say where and what the syntax error is; data after a
-		// complete value is reported as such.
-		var v any
-		dec := json.NewDecoder(bytes.NewReader(trimmed))
-		if err := dec.Decode(&v); err != nil {
-			return DescribeJSONError(err)
+	strictErrs, err := sigsjson.UnmarshalStrict(trimmed, out)
+	if err != nil {
+		// encoding/json's errors carry the field path as data; decode
+		// again into a scratch value to describe the problem with them.
+		scratch := reflect.New(reflect.TypeOf(out).Elem()).Interface()
+		if jerr := json.Unmarshal(trimmed, scratch); jerr != nil {
+			return DescribeJSONError(jerr)
 		}
-		return errors.New("unexpected data after the parameters object")
-	}
-	dec := json.NewDecoder(bytes.NewReader(trimmed))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(out); err != nil {
 		return DescribeJSONError(err)
 	}
-	return nil
+	return errors.Join(strictErrs...)
 }
 
 // DescribeJSONError rewrites an encoding/json error so that it names the

@@ -248,19 +248,27 @@ func (s *Scheduler) Schedule(ctx context.Context, req *Request, candidates []*En
 	}
 	results := make(map[string]*ProfileResult, len(s.profiles))
 	var errs []error
-	for {
+	// Each round must run at least one new profile, so there are at most
+	// as many rounds as profiles; a handler that keeps asking for profiles
+	// that already ran cannot loop forever.
+	for round := 0; round <= len(s.profiles); round++ {
 		start := time.Now()
 		next := s.handler.Pick(ctx, req, s.profiles, results)
 		s.handlerObs.Observe(time.Since(start).Seconds())
-		if len(next) == 0 {
-			break
-		}
+		ran := 0
 		for _, p := range next {
+			if _, done := results[p.Name()]; done {
+				continue // each profile runs at most once per request
+			}
+			ran++
 			res, err := p.Run(ctx, req, candidates)
 			if err != nil {
 				errs = append(errs, err)
 			}
 			results[p.Name()] = res
+		}
+		if ran == 0 {
+			break
 		}
 	}
 	if len(results) == 0 {
@@ -281,8 +289,15 @@ func (s *Scheduler) Schedule(ctx context.Context, req *Request, candidates []*En
 	return res, nil
 }
 
-// PreRequest runs the PreRequest hooks.
+// PreRequest runs the PreRequest hooks, once per request, and not at all
+// once ResponseComplete has run for it (the client went away first).
 func (s *Scheduler) PreRequest(ctx context.Context, req *Request, res *Result) {
+	req.hooks.Lock()
+	defer req.hooks.Unlock()
+	if req.completed || req.preRequest {
+		return
+	}
+	req.preRequest = true
 	for _, t := range s.preRequest {
 		start := time.Now()
 		t.p.PreRequest(ctx, req, res)
@@ -310,12 +325,16 @@ func (s *Scheduler) ResponseStreaming(ctx context.Context, req *Request, resp *R
 
 // ResponseComplete runs the completion hooks the first time it is called
 // for a request and does nothing afterwards, so callers may call it from
-// every exit path (end of stream, disconnect, error). It reports whether
-// the hooks ran.
+// every exit path (end of stream, disconnect, error). It waits for running
+// PreRequest hooks of the same request, and PreRequest does not run after
+// it. It reports whether the hooks ran.
 func (s *Scheduler) ResponseComplete(ctx context.Context, req *Request, resp *Response, target *Endpoint) bool {
-	if !req.completed.CompareAndSwap(false, true) {
+	req.hooks.Lock()
+	defer req.hooks.Unlock()
+	if req.completed {
 		return false
 	}
+	req.completed = true
 	for _, t := range s.complete {
 		start := time.Now()
 		t.p.ResponseComplete(ctx, req, resp, target)

@@ -4,7 +4,6 @@ import (
 	"net"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -166,9 +165,15 @@ type Request struct {
 	// Stream is true for streamed (SSE) responses.
 	Stream bool
 
-	mu        sync.Mutex
-	state     map[string]any
-	completed atomic.Bool
+	mu    sync.Mutex
+	state map[string]any
+
+	// hooks orders PreRequest and ResponseComplete for this request: once
+	// completed, PreRequest hooks no longer run, so nothing they would
+	// count can be left behind by a completion that came first.
+	hooks      sync.Mutex
+	completed  bool
+	preRequest bool
 }
 
 // Header returns a request header by lower-case name.

@@ -46,6 +46,11 @@ func TestPluginTypes(t *testing.T) {
 	}
 }
 
+var (
+	interfaceGuard = regexp.MustCompile(`(?m)^\s*(var\s+)?_\s+scheduling\.[A-Z]\w*\s*=\s*\(\*?\w+\)\(nil\)`)
+	endpointSizes  = regexp.MustCompile(`10,\s*100,\s*1000`)
+)
+
 var readmeSections = []string{"## Type", "## Description", "## Parameters", "## Metrics", "## Example"}
 
 // TestPluginFolders: every plugin folder has a README with the fixed
@@ -67,7 +72,7 @@ func TestPluginFolders(t *testing.T) {
 		dirs, err := os.ReadDir(filepath.Join(repoRoot, "pkg", "plugins", kind.Name()))
 		require.NoError(t, err)
 		for _, d := range dirs {
-			if !d.IsDir() {
+			if !d.IsDir() || d.Name() == "internal" { // internal: helpers shared by plugins of a kind
 				continue
 			}
 			folders++
@@ -83,13 +88,32 @@ func TestPluginFolders(t *testing.T) {
 				require.True(t, registered[title[1]], "README title %q is not a registered type", title[1])
 				files, err := os.ReadDir(dir)
 				require.NoError(t, err)
-				var hasTest, hasBench bool
+				var hasTest, hasBench, hasGuard, benchSizes bool
 				for _, f := range files {
-					hasTest = hasTest || strings.HasSuffix(f.Name(), "_test.go") && !strings.HasSuffix(f.Name(), "_bench_test.go")
-					hasBench = hasBench || strings.HasSuffix(f.Name(), "_bench_test.go")
+					name := f.Name()
+					hasTest = hasTest || strings.HasSuffix(name, "_test.go") && !strings.HasSuffix(name, "_bench_test.go")
+					if !strings.HasSuffix(name, ".go") {
+						continue
+					}
+					src, err := os.ReadFile(filepath.Join(dir, name))
+					require.NoError(t, err)
+					switch {
+					case strings.HasSuffix(name, "_bench_test.go"):
+						hasBench = true
+						benchSizes = benchSizes || endpointSizes.Match(src)
+					case !strings.HasSuffix(name, "_test.go"):
+						hasGuard = hasGuard || interfaceGuard.Match(src)
+					}
 				}
 				require.True(t, hasTest, "a _test.go file")
 				require.True(t, hasBench, "a _bench_test.go file")
+				require.True(t, hasGuard, "interface guards (var _ scheduling.X = (*T)(nil))")
+				// Parsers and data-layer plugins do no per-endpoint work on
+				// the request path; every other kind is measured at 10, 100
+				// and 1000 endpoints.
+				if kind.Name() != "parser" && kind.Name() != "datalayer" {
+					require.True(t, benchSizes, "a benchmark over 10, 100 and 1000 endpoints")
+				}
 			})
 		}
 	}

@@ -49,7 +49,7 @@ func TestParams(t *testing.T) {
 		},
 		{name: "replaced built-in", raw: `{"engineConfigs": [{"name": "vllm", "kvUsageSpec": "vllm:kv_cache_usage_perc"}]}`, wantLabel: DefaultEngineLabelKey, wantDefault: "vllm", wantEngines: builtinNames},
 		{name: "unknown key", raw: `{"engines": []}`, wantErrs: []string{`unknown field "engines"`}},
-		{name: "unknown key in an engine", raw: `{"engineConfigs": [{"name": "x", "kvSpec": "kv"}]}`, wantErrs: []string{`unknown field "kvSpec"`}},
+		{name: "unknown key in an engine", raw: `{"engineConfigs": [{"name": "x", "kvSpec": "kv"}]}`, wantErrs: []string{`unknown field "engineConfigs[0].kvSpec"`}},
 		{name: "wrong type", raw: `{"engineConfigs": {"name": "x"}}`, wantErrs: []string{"engineConfigs: expected a list"}},
 		{name: "wrong type in an engine", raw: `{"engineConfigs": [{"name": 1}]}`, wantErrs: []string{"engineConfigs.name: expected a string"}},
 		{name: "unknown default engine", raw: `{"defaultEngine": "tgi"}`, wantErrs: []string{`defaultEngine: "tgi" is not a known engine (known: sglang, triton-tensorrt-llm, trtllm-serve, vllm)`}},

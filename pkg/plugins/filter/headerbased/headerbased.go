@@ -60,6 +60,14 @@ const linearMax = 16
 // endpoints whose address is listed in the header without a port and those
 // whose address and port are listed together. Without the header, or with
 // a blank one, it keeps nothing, so the request fails, as in GIE.
+//
+// Two differences from GIE v1.5, which follow GIE's own description of the
+// header: every endpoint the header names is kept, so an address without a
+// port keeps all the endpoints at that address and two entries with one
+// address and different ports keep both (GIE keeps at most one endpoint
+// per address: the one named by the first matching entry, and for a bare
+// address the last candidate at it); and the kept endpoints are in
+// candidate order (GIE returns them in header order).
 func (f *Filter) Filter(_ context.Context, req *scheduling.Request, endpoints []*scheduling.Endpoint) []*scheduling.Endpoint {
 	if req == nil {
 		return nil
@@ -79,9 +87,11 @@ func (f *Filter) Filter(_ context.Context, req *scheduling.Request, endpoints []
 			entries = append(entries, entry{unbracket(item), -1})
 			continue
 		}
-		if p, err := strconv.Atoi(port); err == nil && p >= 0 {
+		// As in GIE the port must be written as the endpoint's port is
+		// ("8000", not "08000" or "+8000"); otherwise nothing matches.
+		if p, err := strconv.Atoi(port); err == nil && p >= 0 && strconv.Itoa(p) == port {
 			entries = append(entries, entry{unbracket(host), p})
-		} // else it cannot match any endpoint
+		}
 	}
 	match := func(addr string, port int) bool {
 		for _, en := range entries {

@@ -2,6 +2,7 @@ package headerbased
 
 import (
 	"encoding/json"
+	"os"
 	"slices"
 	"strings"
 	"testing"
@@ -72,6 +73,7 @@ func TestFilter(t *testing.T) {
 		{name: "input order, not header order", headers: map[string]string{Header: "127.0.0.3,127.0.0.1"}, want: []string{"a", "c"}},
 		{name: "duplicates kept once", headers: map[string]string{Header: "127.0.0.1,127.0.0.1:8000,127.0.0.1"}, want: []string{"a"}},
 		{name: "bad port ignored", headers: map[string]string{Header: "127.0.0.1:http,127.0.0.3"}, want: []string{"c"}},
+		{name: "port not in plain decimal matches nothing, as in GIE", headers: map[string]string{Header: "127.0.0.1:08000,127.0.0.2:+8000,127.0.0.3:-1"}, want: nil},
 		{name: "IPv6 bare", headers: map[string]string{Header: "::1"}, want: []string{"v6"}},
 		{name: "IPv6 bracketed", headers: map[string]string{Header: "[::1]"}, want: []string{"v6"}},
 		{name: "IPv6 with port", headers: map[string]string{Header: "[::1]:3000"}, want: []string{"v6"}},
@@ -97,6 +99,65 @@ func TestFilter(t *testing.T) {
 	}
 	if got := f.Filter(t.Context(), nil, eps); len(got) != 0 {
 		t.Errorf("nil request: kept %v", schedulingtest.Names(got))
+	}
+}
+
+// TestDifferencesFromGIE pins the two documented differences from GIE
+// v1.5's filter (see the README): every endpoint the header names is kept,
+// several per address included, and in candidate order, not header order.
+func TestDifferencesFromGIE(t *testing.T) {
+	// Two data-parallel ranks on one address, listed in reverse port order.
+	eps := []*scheduling.Endpoint{
+		schedulingtest.Endpoint("x").Address("127.0.0.1").Port(8000).Build(),
+		schedulingtest.Endpoint("rank-0").Address("127.0.0.2").Port(8000).Build(),
+		schedulingtest.Endpoint("rank-1").Address("127.0.0.2").Port(8001).Build(),
+		schedulingtest.Endpoint("y").Address("127.0.0.3").Port(8000).Build(),
+	}
+	tests := []struct {
+		name   string
+		header string
+		want   []string
+		gie    []string // what GIE v1.5 keeps, for the record
+	}{
+		{
+			name:   "a bare address keeps every endpoint at it",
+			header: "127.0.0.2",
+			want:   []string{"rank-0", "rank-1"},
+			gie:    []string{"rank-1"}, // the last candidate at the address
+		},
+		{
+			name:   "two ports of one address keep both",
+			header: "127.0.0.2:8001,127.0.0.2:8000",
+			want:   []string{"rank-0", "rank-1"},
+			gie:    []string{"rank-1"}, // one per address: the first entry that matches
+		},
+		{
+			name:   "candidate order, not header order",
+			header: "127.0.0.3,127.0.0.2:8001,127.0.0.1",
+			want:   []string{"x", "rank-1", "y"},
+			gie:    []string{"y", "rank-1", "x"},
+		},
+	}
+	f, err := New(Type, Params{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := f.Filter(t.Context(), &scheduling.Request{Headers: map[string]string{Header: tt.header}}, eps)
+			if names := schedulingtest.Names(got); !slices.Equal(names, tt.want) {
+				t.Errorf("kept %v, want %v (GIE v1.5 keeps %v)", names, tt.want, tt.gie)
+			}
+		})
+	}
+	readme, err := os.ReadFile("README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range []string{"### Differences from GIE", "A bare address keeps every endpoint", "candidate order", "TestDifferencesFromGIE"} {
+		if !strings.Contains(string(readme), s) {
+			t.Errorf("README does not say %q", s)
+		}
 	}
 }
 

@@ -1,9 +1,10 @@
 // Package labelselector provides llm-d's label-selector-filter: it keeps
 // the endpoints whose labels match a Kubernetes label selector
-// (matchLabels and matchExpressions, with the semantics and validation of
-// metav1.LabelSelector). The selector is checked and compiled once, when the
-// filter is built. The deprecated llm-d name by-label-selector is registered
-// as an alias.
+// (matchLabels and matchExpressions). Validation, compilation and matching
+// are apimachinery's (metav1validation, metav1.LabelSelectorAsSelector,
+// labels.Selector), so the semantics are exactly metav1.LabelSelector's.
+// The selector is checked and compiled once, when the filter is built. The
+// deprecated llm-d name by-label-selector is registered as an alias.
 package labelselector
 
 import (
@@ -11,9 +12,13 @@ import (
 	"errors"
 	"fmt"
 	"maps"
-	"regexp"
 	"slices"
 	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
@@ -64,156 +69,53 @@ type Params struct {
 // DefaultParams returns the default parameters: an empty selector.
 func DefaultParams() Params { return Params{} }
 
-// Validate reports every invalid key, operator and value, each prefixed by
-// its field path.
+// Validate reports every invalid key, operator and value as Kubernetes
+// validates a metav1.LabelSelector, each error prefixed by its field path
+// (matchLabels["key"], matchExpressions[1].values, …).
 func (p *Params) Validate() error {
-	var errs []error
+	var errs field.ErrorList
+	// metav1validation.ValidateLabelSelector would report every matchLabels
+	// problem under the bare path "matchLabels", in map order; validating
+	// one entry at a time names the key, in a stable order.
 	for _, k := range slices.Sorted(maps.Keys(p.MatchLabels)) {
-		path := fmt.Sprintf("matchLabels[%q]", k)
-		if err := validateKey(k); err != nil {
-			errs = append(errs, fmt.Errorf("%s: invalid label key: %w", path, err))
-		}
-		if err := validateValue(p.MatchLabels[k]); err != nil {
-			errs = append(errs, fmt.Errorf("%s: invalid label value %q: %w", path, p.MatchLabels[k], err))
-		}
+		path := field.NewPath(fmt.Sprintf("matchLabels[%q]", k))
+		errs = append(errs, metav1validation.ValidateLabels(map[string]string{k: p.MatchLabels[k]}, path)...)
 	}
+	exprs := field.NewPath("matchExpressions")
 	for i, r := range p.MatchExpressions {
-		path := fmt.Sprintf("matchExpressions[%d]", i)
-		if r.Key == "" {
-			errs = append(errs, fmt.Errorf("%s.key: required", path))
-		} else if err := validateKey(r.Key); err != nil {
-			errs = append(errs, fmt.Errorf("%s.key: invalid label key %q: %w", path, r.Key, err))
-		}
-		switch r.Operator {
-		case In, NotIn:
-			if len(r.Values) == 0 {
-				errs = append(errs, fmt.Errorf("%s.values: must not be empty for operator %s", path, r.Operator))
-			}
-			for j, v := range r.Values {
-				if err := validateValue(v); err != nil {
-					errs = append(errs, fmt.Errorf("%s.values[%d]: invalid label value %q: %w", path, j, v, err))
-				}
-			}
-		case Exists, DoesNotExist:
-			if len(r.Values) != 0 {
-				errs = append(errs, fmt.Errorf("%s.values: must be empty for operator %s", path, r.Operator))
-			}
-		case "":
-			errs = append(errs, fmt.Errorf("%s.operator: required (one of In, NotIn, Exists, DoesNotExist)", path))
-		default:
-			errs = append(errs, fmt.Errorf("%s.operator: must be one of In, NotIn, Exists, DoesNotExist, got %q", path, r.Operator))
+		errs = append(errs, metav1validation.ValidateLabelSelectorRequirement(r.labelSelectorRequirement(),
+			metav1validation.LabelSelectorValidationOptions{}, exprs.Index(i))...)
+	}
+	joined := make([]error, len(errs))
+	for i, e := range errs {
+		joined[i] = e
+		// Kubernetes says an operator is not valid without saying which are;
+		// tell the user what to write instead.
+		if e.Type == field.ErrorTypeInvalid && strings.HasSuffix(e.Field, ".operator") {
+			joined[i] = fmt.Errorf("%w (use one of In, NotIn, Exists, DoesNotExist)", e)
 		}
 	}
-	return errors.Join(errs...)
+	return errors.Join(joined...)
 }
 
-// Label syntax, as Kubernetes validates it.
-var (
-	nameRE      = regexp.MustCompile(`^([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]$`)
-	subdomainRE = regexp.MustCompile(`^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$`)
-)
-
-const (
-	maxNameLen   = 63
-	maxPrefixLen = 253
-	nameRule     = "must consist of alphanumeric characters, '-', '_' or '.', and start and end with an alphanumeric character"
-)
-
-// validateKey checks a label key: a name of at most 63 characters,
-// optionally preceded by a DNS subdomain prefix and a slash.
-func validateKey(key string) error {
-	name := key
-	if prefix, rest, ok := strings.Cut(key, "/"); ok {
-		name = rest
-		switch {
-		case prefix == "":
-			return errors.New("the prefix before '/' must not be empty")
-		case len(prefix) > maxPrefixLen:
-			return fmt.Errorf("the prefix must be at most %d characters", maxPrefixLen)
-		case !subdomainRE.MatchString(prefix):
-			return errors.New("the prefix must be a DNS subdomain: lower-case alphanumeric characters, '-' or '.', starting and ending with an alphanumeric character")
-		case strings.Contains(rest, "/"):
-			return errors.New("must contain at most one '/'")
-		}
+// labelSelector returns p as a metav1.LabelSelector.
+func (p *Params) labelSelector() *metav1.LabelSelector {
+	sel := &metav1.LabelSelector{MatchLabels: p.MatchLabels}
+	for _, r := range p.MatchExpressions {
+		sel.MatchExpressions = append(sel.MatchExpressions, r.labelSelectorRequirement())
 	}
-	switch {
-	case name == "":
-		return errors.New("the name must not be empty")
-	case len(name) > maxNameLen:
-		return fmt.Errorf("the name must be at most %d characters", maxNameLen)
-	case !nameRE.MatchString(name):
-		return errors.New("the name " + nameRule)
-	}
-	return nil
+	return sel
 }
 
-// validateValue checks a label value: empty, or a name of at most 63
-// characters.
-func validateValue(v string) error {
-	switch {
-	case v == "":
-		return nil
-	case len(v) > maxNameLen:
-		return fmt.Errorf("must be at most %d characters", maxNameLen)
-	case !nameRE.MatchString(v):
-		return errors.New(nameRule)
-	}
-	return nil
-}
-
-// requirement is a compiled Requirement; matchLabels entries compile to In
-// with one value.
-type requirement struct {
-	key    string
-	op     Operator
-	values []string            // sorted and deduplicated, for few values
-	set    map[string]struct{} // for many values
-}
-
-// setMin is the number of values from which a map beats a scan.
-const setMin = 9
-
-func compile(key string, op Operator, values []string) requirement {
-	r := requirement{key: key, op: op}
-	values = slices.Compact(slices.Sorted(slices.Values(values)))
-	if len(values) >= setMin {
-		r.set = make(map[string]struct{}, len(values))
-		for _, v := range values {
-			r.set[v] = struct{}{}
-		}
-	} else {
-		r.values = values
-	}
-	return r
-}
-
-func (r *requirement) has(v string) bool {
-	if r.set != nil {
-		_, ok := r.set[v]
-		return ok
-	}
-	return slices.Contains(r.values, v)
-}
-
-func (r *requirement) matches(labels map[string]string) bool {
-	v, ok := labels[r.key]
-	switch r.op {
-	case In:
-		return ok && r.has(v)
-	case NotIn:
-		return !ok || !r.has(v)
-	case Exists:
-		return ok
-	default: // DoesNotExist
-		return !ok
-	}
+func (r Requirement) labelSelectorRequirement() metav1.LabelSelectorRequirement {
+	return metav1.LabelSelectorRequirement{Key: r.Key, Operator: metav1.LabelSelectorOperator(r.Operator), Values: r.Values}
 }
 
 // Filter is a label-selector-filter instance. It is immutable and safe for
 // concurrent use.
 type Filter struct {
-	typedName    scheduling.TypedName
-	requirements []requirement
+	typedName scheduling.TypedName
+	selector  labels.Selector
 }
 
 // New returns a label-selector-filter.
@@ -234,27 +136,20 @@ func newFilter(typ, name string, p Params) (*Filter, error) {
 	if name == "" {
 		name = typ
 	}
-	f := &Filter{typedName: scheduling.TypedName{Type: typ, Name: name}}
-	for _, k := range slices.Sorted(maps.Keys(p.MatchLabels)) {
-		f.requirements = append(f.requirements, compile(k, In, []string{p.MatchLabels[k]}))
+	sel, err := metav1.LabelSelectorAsSelector(p.labelSelector())
+	if err != nil { // not expected: Validate checks what the conversion checks, and more
+		return nil, err
 	}
-	for _, r := range p.MatchExpressions {
-		f.requirements = append(f.requirements, compile(r.Key, r.Operator, r.Values))
-	}
-	return f, nil
+	return &Filter{typedName: scheduling.TypedName{Type: typ, Name: name}, selector: sel}, nil
 }
 
 // TypedName implements scheduling.Plugin.
 func (f *Filter) TypedName() scheduling.TypedName { return f.typedName }
 
-// Matches reports whether labels satisfy the selector.
-func (f *Filter) Matches(labels map[string]string) bool {
-	for i := range f.requirements {
-		if !f.requirements[i].matches(labels) {
-			return false
-		}
-	}
-	return true
+// Matches reports whether the labels l satisfy the selector. It allocates
+// nothing.
+func (f *Filter) Matches(l map[string]string) bool {
+	return f.selector.Matches(labels.Set(l))
 }
 
 // Filter implements scheduling.Filter. It keeps, in order, the endpoints

@@ -28,7 +28,7 @@ func TestFactory(t *testing.T) {
 		{name: "unknown key", raw: `{"matchLabel": {"a": "b"}}`, wantErrs: []string{`unknown field "matchLabel"`}},
 		{
 			name: "unknown nested key", raw: `{"matchExpressions": [{"key": "a", "operator": "In", "value": ["x"]}]}`,
-			wantErrs: []string{`unknown field "value"`},
+			wantErrs: []string{`unknown field "matchExpressions[0].value"`},
 		},
 		{name: "wrong type", raw: `{"matchLabels": ["a=b"]}`, wantErrs: []string{"matchLabels: expected an object, got array"}},
 		{name: "wrong nested type", raw: `{"matchExpressions": [{"key": "a", "operator": "In", "values": "x"}]}`, wantErrs: []string{"values: expected a list, got string"}},
@@ -42,14 +42,16 @@ func TestFactory(t *testing.T) {
 				{"key": "d", "operator": "NotIn", "values": []},
 				{"key": "e", "operator": "DoesNotExist", "values": ["y"]},
 				{"key": "f"}]}`,
+			// apimachinery's messages, under our paths.
 			wantErrs: []string{
-				"matchExpressions[0].values: must not be empty for operator In",
-				"matchExpressions[1].values: must be empty for operator Exists",
-				"matchExpressions[2].key: required",
-				`matchExpressions[2].operator: must be one of In, NotIn, Exists, DoesNotExist, got "in"`,
-				"matchExpressions[3].values: must not be empty for operator NotIn",
-				"matchExpressions[4].values: must be empty for operator DoesNotExist",
-				"matchExpressions[5].operator: required",
+				"matchExpressions[0].values: Required value: must be specified when `operator` is 'In' or 'NotIn'",
+				"matchExpressions[1].values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+				`matchExpressions[2].key: Invalid value: "": name part must be non-empty`,
+				`matchExpressions[2].key: Invalid value: "": name part must consist of alphanumeric characters`,
+				`matchExpressions[2].operator: Invalid value: "in": not a valid selector operator`,
+				"matchExpressions[3].values: Required value: must be specified when `operator` is 'In' or 'NotIn'",
+				"matchExpressions[4].values: Forbidden: may not be specified when `operator` is 'Exists' or 'DoesNotExist'",
+				`matchExpressions[5].operator: Invalid value: "": not a valid selector operator`,
 			},
 		},
 		{
@@ -57,16 +59,17 @@ func TestFactory(t *testing.T) {
 			raw: `{"matchLabels": {"bad key": "ok", "good": "bad value!", "example.com/": "x", "/name": "x", "Example.com/x": "x", "a/b/c": "x", "` + long + `": "x", "long": "` + long + `"},
 				"matchExpressions": [{"key": "-x", "operator": "In", "values": ["ok", "-no"]}]}`,
 			wantErrs: []string{
-				`matchLabels["bad key"]: invalid label key: the name must consist of alphanumeric characters`,
-				`matchLabels["good"]: invalid label value "bad value!"`,
-				`matchLabels["example.com/"]: invalid label key: the name must not be empty`,
-				`matchLabels["/name"]: invalid label key: the prefix before '/' must not be empty`,
-				`matchLabels["Example.com/x"]: invalid label key: the prefix must be a DNS subdomain`,
-				`matchLabels["a/b/c"]: invalid label key: must contain at most one '/'`,
-				`matchLabels["` + long + `"]: invalid label key: the name must be at most 63 characters`,
-				`matchLabels["long"]: invalid label value "` + long + `": must be at most 63 characters`,
-				`matchExpressions[0].key: invalid label key "-x"`,
-				`matchExpressions[0].values[1]: invalid label value "-no"`,
+				`matchLabels["bad key"]: Invalid value: "bad key": name part must consist of alphanumeric characters`,
+				`matchLabels["good"]: Invalid value: "bad value!": a valid label must be an empty string or consist of alphanumeric characters`,
+				`matchLabels["example.com/"]: Invalid value: "example.com/": name part must be non-empty`,
+				`matchLabels["example.com/"]: Invalid value: "example.com/": name part must consist of alphanumeric characters`,
+				`matchLabels["/name"]: Invalid value: "/name": prefix part must be non-empty`,
+				`matchLabels["Example.com/x"]: Invalid value: "Example.com/x": prefix part a lowercase RFC 1123 subdomain`,
+				`matchLabels["a/b/c"]: Invalid value: "a/b/c": a valid label key must consist of`,
+				`matchLabels["` + long + `"]: Invalid value: "` + long + `": name part must be no more than 63 bytes`,
+				`matchLabels["long"]: Invalid value: "` + long + `": must be no more than 63 bytes`,
+				`matchExpressions[0].key: Invalid value: "-x": name part must consist of`,
+				`matchExpressions[0].values[1]: Invalid value: "-no": a valid label must be`,
 			},
 		},
 	}
@@ -203,7 +206,7 @@ func TestFilterKeepsAll(t *testing.T) {
 
 func TestNewRejectsInvalid(t *testing.T) {
 	_, err := New("x", Params{MatchExpressions: []Requirement{{Key: "a", Operator: "Gt", Values: []string{"1"}}}}, nil)
-	if err == nil || !strings.Contains(err.Error(), `matchExpressions[0].operator: must be one of`) {
+	if err == nil || !strings.Contains(err.Error(), `matchExpressions[0].operator: Invalid value: "Gt": not a valid selector operator`) {
 		t.Errorf("error = %v", err)
 	}
 }

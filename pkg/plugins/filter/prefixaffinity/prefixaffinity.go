@@ -1,8 +1,14 @@
 // Package prefixaffinity implements GIE's prefix-cache-affinity-filter: it
 // narrows the candidates to the "sticky" endpoints that already hold most of
-// the prompt's prefix, unless they are so loaded that their estimated
-// time to first token (TTFT) is worse than the best other endpoint's by more
-// than a penalty. With a small probability it skips filtering to explore.
+// the prompt's prefix. With a small probability it skips filtering to
+// explore.
+//
+// GIE v1.5 breaks stickiness when the sticky endpoints' predicted time to
+// first token (TTFT) is worse than the best other endpoint's by more than a
+// penalty, but only with its latency-predictor sidecar, which Switchyard
+// does not have: without it the gate never fires. The default ttftSource
+// "none" does the same. ttftSource "prefillThroughput" (llm-d's key and
+// value) turns on a gate on a TTFT estimated from the data at hand.
 //
 // Several instances with different thresholds can be chained (for example
 // 0.99 as a global gate and 0.80 within a tier).
@@ -21,12 +27,29 @@ import (
 // Type is the plugin type used in configuration.
 const Type = "prefix-cache-affinity-filter"
 
+// prefixProducerType is the producer of the prefix match the loader adds
+// when a configuration has none (see DefaultProducer).
+const prefixProducerType = "approx-prefix-cache-producer"
+
 // charsPerToken estimates prompt tokens from bytes when the request carries
 // no token count, as the prefix producer does.
 const charsPerToken = 4
 
+// Values of ttftSource.
+const (
+	// TTFTSourceNone turns the TTFT load gate off: the sticky endpoints are
+	// always kept, as in GIE v1.5 without a latency predictor. Default.
+	TTFTSourceNone = "none"
+	// TTFTSourcePrefillThroughput gates on a TTFT estimated from queued
+	// and uncached prompt tokens and peakPrefillThroughput (llm-d's value).
+	TTFTSourcePrefillThroughput = "prefillThroughput"
+	// ttftSourceLatencyPredictor is llm-d's other value. It needs a latency
+	// predictor, which Switchyard does not have, so it is rejected.
+	ttftSourceLatencyPredictor = "latencyPredictor"
+)
+
 // Params configures the filter. The first three keys are GIE v1.5's;
-// peakPrefillThroughput is llm-d's.
+// ttftSource and peakPrefillThroughput are llm-d's.
 type Params struct {
 	// AffinityThreshold is the prefix match ratio (matched / total blocks)
 	// at or above which an endpoint is sticky. In [0, 1]; 0 disables the
@@ -37,23 +60,29 @@ type Params struct {
 	// 0.01.
 	ExplorationProbability float64 `json:"explorationProbability"`
 	// MaxTTFTPenaltyMs is how much worse, in milliseconds, the best sticky
-	// endpoint's estimated TTFT may be than the best other endpoint's before
+	// endpoint's TTFT may be than the best other endpoint's before
 	// stickiness is broken and every endpoint is kept. 0 always sticks.
-	// Default 5000.
+	// Used only when ttftSource is "prefillThroughput". Default 5000.
 	MaxTTFTPenaltyMs float64 `json:"maxTTFTPenaltyMs"`
+	// TTFTSource selects the TTFT the load gate compares: "none" (no gate,
+	// as GIE v1.5 without a latency predictor) or "prefillThroughput" (an
+	// estimate from queued and uncached prompt tokens). Default "none".
+	TTFTSource string `json:"ttftSource"`
 	// PeakPrefillThroughput is an endpoint's prefill rate in tokens per
-	// second, used to turn queued and uncached prompt tokens into a TTFT
-	// estimate. > 0. Default 15928 (llm-d's calibration for Qwen 32B on
-	// 2×H100).
+	// second, used by the "prefillThroughput" estimate to turn prompt
+	// tokens into milliseconds. > 0. Default 15928 (llm-d's calibration for
+	// Qwen 32B on 2×H100).
 	PeakPrefillThroughput float64 `json:"peakPrefillThroughput"`
 }
 
-// DefaultParams returns GIE v1.5's defaults (and llm-d's throughput).
+// DefaultParams returns GIE v1.5's defaults, with the TTFT gate off as in
+// GIE without a latency predictor, and llm-d's throughput.
 func DefaultParams() Params {
 	return Params{
 		AffinityThreshold:      0.80,
 		ExplorationProbability: 0.01,
 		MaxTTFTPenaltyMs:       5000,
+		TTFTSource:             TTFTSourceNone,
 		PeakPrefillThroughput:  15928,
 	}
 }
@@ -70,6 +99,13 @@ func (p *Params) Validate() error {
 	if !(p.MaxTTFTPenaltyMs >= 0) || math.IsInf(p.MaxTTFTPenaltyMs, 0) {
 		errs = append(errs, fmt.Errorf("maxTTFTPenaltyMs: must be >= 0, got %v", p.MaxTTFTPenaltyMs))
 	}
+	switch p.TTFTSource {
+	case TTFTSourceNone, TTFTSourcePrefillThroughput:
+	case ttftSourceLatencyPredictor:
+		errs = append(errs, fmt.Errorf("ttftSource: %q needs a latency predictor, which Switchyard does not have; use %q (GIE v1.5's behaviour without one) or %q", p.TTFTSource, TTFTSourceNone, TTFTSourcePrefillThroughput))
+	default:
+		errs = append(errs, fmt.Errorf("ttftSource: must be %q or %q, got %q", TTFTSourceNone, TTFTSourcePrefillThroughput, p.TTFTSource))
+	}
 	if !(p.PeakPrefillThroughput > 0) || math.IsInf(p.PeakPrefillThroughput, 0) {
 		errs = append(errs, fmt.Errorf("peakPrefillThroughput: must be > 0, got %v", p.PeakPrefillThroughput))
 	}
@@ -81,7 +117,10 @@ func (p *Params) Validate() error {
 type Filter struct {
 	typedName scheduling.TypedName
 	params    Params
-	rng       *rand.Rand
+	// gate is set when the TTFT load gate is on: ttftSource
+	// "prefillThroughput" and maxTTFTPenaltyMs > 0.
+	gate bool
+	rng  *rand.Rand
 }
 
 // New builds a prefix-cache-affinity-filter.
@@ -95,6 +134,7 @@ func New(name string, p Params, h scheduling.Handle) (*Filter, error) {
 	return &Filter{
 		typedName: scheduling.TypedName{Type: Type, Name: name},
 		params:    p,
+		gate:      p.TTFTSource == TTFTSourcePrefillThroughput && p.MaxTTFTPenaltyMs > 0,
 		rng:       h.Rand(name),
 	}, nil
 }
@@ -103,12 +143,25 @@ func New(name string, p Params, h scheduling.Handle) (*Filter, error) {
 func (f *Filter) TypedName() scheduling.TypedName { return f.typedName }
 
 // Consumes implements scheduling.DataConsumer. The in-flight load is used
-// when present but not required.
+// by the "prefillThroughput" estimate when present but not required.
 func (f *Filter) Consumes() []string { return []string{scheduling.PrefixMatchKey.Name()} }
+
+// DefaultProducer implements scheduling.DefaultProducer: without a
+// configured producer of the prefix match, the loader adds an
+// approx-prefix-cache-producer. The filter passes no parameters, so a
+// prefix-cache-scorer's parameters win when one is configured; otherwise
+// the producer takes its defaults.
+func (f *Filter) DefaultProducer(key string) (pluginType string, params []byte, ok bool) {
+	if key == scheduling.PrefixMatchKey.Name() {
+		return prefixProducerType, nil, true
+	}
+	return "", nil, false
+}
 
 // Filter implements scheduling.Filter. It returns the sticky endpoints
 // (prefix match ratio >= affinityThreshold), or every endpoint when there is
-// none, when exploring, or when the sticky ones are too slow.
+// none, when exploring, or, with the TTFT gate on, when the sticky ones are
+// too slow.
 func (f *Filter) Filter(_ context.Context, req *scheduling.Request, endpoints []*scheduling.Endpoint) []*scheduling.Endpoint {
 	if len(endpoints) <= 1 || f.params.AffinityThreshold <= 0 {
 		return endpoints
@@ -148,7 +201,7 @@ func (f *Filter) Filter(_ context.Context, req *scheduling.Request, endpoints []
 	if !scan.sticky {
 		return endpoints
 	}
-	gate := f.params.MaxTTFTPenaltyMs > 0
+	gate := f.gate
 	var est ttftEstimator
 	if gate {
 		est = newTTFTEstimator(req, f.params.PeakPrefillThroughput)
@@ -198,11 +251,12 @@ func keySignature(k string) uint8 {
 }
 
 // ttftEstimator estimates an endpoint's time to first token for the
-// request. GIE v1.5 reads the TTFT predicted by its latency-predictor
-// sidecar, which Switchyard does not have. This is the closest estimate
-// from the data at hand, after llm-d's "prefillThroughput" source: the
-// prompt tokens queued ahead on the endpoint plus the request's own
-// uncached tokens, divided by the peak prefill throughput.
+// request, for ttftSource "prefillThroughput". GIE v1.5 reads the TTFT
+// predicted by its latency-predictor sidecar, which Switchyard does not
+// have. This is an estimate from the data at hand, after llm-d's
+// "prefillThroughput" source: the prompt tokens queued ahead on the
+// endpoint plus the request's own uncached tokens, divided by the peak
+// prefill throughput.
 //
 // The queued tokens are the endpoint's in-flight uncached tokens when an
 // in-flight load producer ran (as in llm-d). Otherwise they are the
@@ -246,6 +300,7 @@ var Registration = scheduling.Registration{
 
 // Interface guards.
 var (
-	_ scheduling.Filter       = (*Filter)(nil)
-	_ scheduling.DataConsumer = (*Filter)(nil)
+	_ scheduling.Filter          = (*Filter)(nil)
+	_ scheduling.DataConsumer    = (*Filter)(nil)
+	_ scheduling.DefaultProducer = (*Filter)(nil)
 )

@@ -20,8 +20,26 @@ func benchRequest(eps []*scheduling.Endpoint) *scheduling.Request {
 	return req
 }
 
-// BenchmarkFilter narrows to the sticky endpoints with the TTFT gate on.
+// BenchmarkFilter narrows to the sticky endpoints with the TTFT gate on
+// (ttftSource prefillThroughput).
 func BenchmarkFilter(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
+			f := newFilter(b, `{"explorationProbability": 0, "ttftSource": "prefillThroughput"}`)
+			eps := schedulingtest.Endpoints(n, func(i int, e *schedulingtest.EndpointBuilder) { e.Queue(i % 5) })
+			req := benchRequest(eps)
+			ctx := b.Context()
+			b.ReportAllocs()
+			for b.Loop() {
+				f.Filter(ctx, req, eps)
+			}
+		})
+	}
+}
+
+// BenchmarkFilterNoGate narrows to the sticky endpoints with the default
+// ttftSource none, as GIE v1.5 without a latency predictor.
+func BenchmarkFilterNoGate(b *testing.B) {
 	for _, n := range []int{10, 100, 1000} {
 		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
 			f := newFilter(b, `{"explorationProbability": 0}`)

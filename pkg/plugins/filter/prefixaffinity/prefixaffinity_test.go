@@ -35,19 +35,26 @@ func TestParams(t *testing.T) {
 		{name: "no parameters", raw: "", want: def},
 		{name: "null", raw: "null", want: def},
 		{name: "empty object", raw: "{}", want: def},
-		{name: "all keys", raw: `{"affinityThreshold": 0.99, "explorationProbability": 0, "maxTTFTPenaltyMs": 0, "peakPrefillThroughput": 8000}`,
-			want: Params{AffinityThreshold: 0.99, ExplorationProbability: 0, MaxTTFTPenaltyMs: 0, PeakPrefillThroughput: 8000}},
-		{name: "threshold 0 disables", raw: `{"affinityThreshold": 0}`, want: Params{AffinityThreshold: 0, ExplorationProbability: 0.01, MaxTTFTPenaltyMs: 5000, PeakPrefillThroughput: 15928}},
+		{name: "all keys", raw: `{"affinityThreshold": 0.99, "explorationProbability": 0, "maxTTFTPenaltyMs": 0, "ttftSource": "prefillThroughput", "peakPrefillThroughput": 8000}`,
+			want: Params{AffinityThreshold: 0.99, ExplorationProbability: 0, MaxTTFTPenaltyMs: 0, TTFTSource: TTFTSourcePrefillThroughput, PeakPrefillThroughput: 8000}},
+		{name: "threshold 0 disables", raw: `{"affinityThreshold": 0}`, want: Params{AffinityThreshold: 0, ExplorationProbability: 0.01, MaxTTFTPenaltyMs: 5000, TTFTSource: TTFTSourceNone, PeakPrefillThroughput: 15928}},
+		{name: "ttftSource none", raw: `{"ttftSource": "none"}`, want: def},
 		{name: "threshold above 1", raw: `{"affinityThreshold": 1.5}`, wantErrs: []string{"affinityThreshold: must be in [0, 1], got 1.5"}},
 		{name: "negative threshold", raw: `{"affinityThreshold": -0.1}`, wantErrs: []string{"affinityThreshold: must be in [0, 1], got -0.1"}},
 		{name: "exploration above 1", raw: `{"explorationProbability": 2}`, wantErrs: []string{"explorationProbability: must be in [0, 1], got 2"}},
 		{name: "negative exploration", raw: `{"explorationProbability": -1}`, wantErrs: []string{"explorationProbability: must be in [0, 1], got -1"}},
 		{name: "negative penalty", raw: `{"maxTTFTPenaltyMs": -5}`, wantErrs: []string{"maxTTFTPenaltyMs: must be >= 0, got -5"}},
 		{name: "zero throughput", raw: `{"peakPrefillThroughput": 0}`, wantErrs: []string{"peakPrefillThroughput: must be > 0, got 0"}},
-		{name: "every problem at once", raw: `{"affinityThreshold": 2, "explorationProbability": -1, "maxTTFTPenaltyMs": -1, "peakPrefillThroughput": -1}`,
-			wantErrs: []string{"affinityThreshold:", "explorationProbability:", "maxTTFTPenaltyMs:", "peakPrefillThroughput:"}},
+		{name: "unknown ttftSource", raw: `{"ttftSource": "prefill"}`, wantErrs: []string{`ttftSource: must be "none" or "prefillThroughput", got "prefill"`}},
+		{name: "empty ttftSource", raw: `{"ttftSource": ""}`, wantErrs: []string{`ttftSource: must be "none" or "prefillThroughput", got ""`}},
+		{name: "ttftSource is case-sensitive", raw: `{"ttftSource": "PrefillThroughput"}`, wantErrs: []string{`ttftSource: must be "none" or "prefillThroughput", got "PrefillThroughput"`}},
+		{name: "llm-d latencyPredictor needs a predictor", raw: `{"ttftSource": "latencyPredictor"}`,
+			wantErrs: []string{`ttftSource: "latencyPredictor" needs a latency predictor, which Switchyard does not have; use "none"`}},
+		{name: "ttftSource of the wrong type", raw: `{"ttftSource": 1}`, wantErrs: []string{"ttftSource: expected a string"}},
+		{name: "every problem at once", raw: `{"affinityThreshold": 2, "explorationProbability": -1, "maxTTFTPenaltyMs": -1, "ttftSource": "x", "peakPrefillThroughput": -1}`,
+			wantErrs: []string{"affinityThreshold:", "explorationProbability:", "maxTTFTPenaltyMs:", "ttftSource:", "peakPrefillThroughput:"}},
 		{name: "unknown key", raw: `{"threshold": 0.5}`, wantErrs: []string{`unknown field "threshold"`}},
-		{name: "llm-d ttftSource is not supported", raw: `{"ttftSource": "latencyPredictor"}`, wantErrs: []string{`unknown field "ttftSource"`}},
+		{name: "llm-d penaltySource is not supported", raw: `{"penaltySource": "constant"}`, wantErrs: []string{`unknown field "penaltySource"`}},
 		{name: "wrong type", raw: `{"affinityThreshold": "high"}`, wantErrs: []string{"affinityThreshold: expected a number"}},
 	}
 	for _, tt := range tests {
@@ -101,12 +108,26 @@ func TestNew(t *testing.T) {
 	}
 }
 
+func TestDefaultProducer(t *testing.T) {
+	f := newFilter(t, "")
+	typ, params, ok := f.DefaultProducer(scheduling.PrefixMatchKey.Name())
+	if !ok || typ != "approx-prefix-cache-producer" || params != nil {
+		t.Errorf("DefaultProducer(prefix match) = %q, %q, %v; want approx-prefix-cache-producer, nil, true", typ, params, ok)
+	}
+	for _, key := range []string{scheduling.InFlightLoadKey.Name(), "", "something-else"} {
+		if typ, params, ok := f.DefaultProducer(key); ok || typ != "" || params != nil {
+			t.Errorf("DefaultProducer(%q) = %q, %q, %v; want nothing", key, typ, params, ok)
+		}
+	}
+}
+
 // fakeLoad reports in-flight tokens by endpoint key.
 type fakeLoad map[string]int64
 
 func (f fakeLoad) InFlight(key string) (int64, int64) { return 1, f[key] }
 
 func TestFilter(t *testing.T) {
+	const pt = `{"ttftSource": "prefillThroughput"}`
 	// ep-0 … ep-4; the match is over 10 blocks.
 	type setup struct {
 		matched map[int]int // endpoint index → matched blocks
@@ -132,21 +153,27 @@ func TestFilter(t *testing.T) {
 		{name: "single endpoint", n: 1, setup: &setup{total: 10}, want: []int{0}},
 		{name: "threshold 0 disables", raw: `{"affinityThreshold": 0}`, n: 3, setup: &setup{total: 10, matched: map[int]int{0: 10}}, want: []int{0, 1, 2}},
 		{name: "custom threshold", raw: `{"affinityThreshold": 0.5}`, n: 4, setup: &setup{total: 10, matched: map[int]int{0: 5, 1: 4}}, want: []int{0}},
-		// 1000-token prompt; 15928 tokens/s: a queue of 100 such prompts is
-		// about 6.3 s.
-		{name: "loaded sticky endpoint breaks stickiness", n: 3,
+		// The default ttftSource "none" never breaks stickiness, as GIE
+		// v1.5 without a latency predictor.
+		{name: "no TTFT gate by default", n: 3,
+			setup: &setup{total: 10, matched: map[int]int{0: 10}, queues: map[int]int{0: 100_000}, load: map[int]int64{0: 1 << 40}, tokens: 1000}, want: []int{0}},
+		{name: "ttftSource none", raw: `{"ttftSource": "none", "maxTTFTPenaltyMs": 1}`, n: 3,
+			setup: &setup{total: 10, matched: map[int]int{0: 10}, queues: map[int]int{0: 100_000}, tokens: 1000}, want: []int{0}},
+		// ttftSource "prefillThroughput": a 1000-token prompt at 15928
+		// tokens/s; a queue of 100 such prompts is about 6.3 s.
+		{name: "loaded sticky endpoint breaks stickiness", raw: pt, n: 3,
 			setup: &setup{total: 10, matched: map[int]int{0: 10}, queues: map[int]int{0: 100}, tokens: 1000}, want: []int{0, 1, 2}},
-		{name: "moderate load keeps stickiness", n: 3,
+		{name: "moderate load keeps stickiness", raw: pt, n: 3,
 			setup: &setup{total: 10, matched: map[int]int{0: 10}, queues: map[int]int{0: 50, 1: 1, 2: 1}, tokens: 1000}, want: []int{0}},
-		{name: "penalty 0 always sticks", raw: `{"maxTTFTPenaltyMs": 0}`, n: 3,
+		{name: "penalty 0 always sticks", raw: `{"ttftSource": "prefillThroughput", "maxTTFTPenaltyMs": 0}`, n: 3,
 			setup: &setup{total: 10, matched: map[int]int{0: 10}, queues: map[int]int{0: 1000}, tokens: 1000}, want: []int{0}},
-		{name: "the best sticky endpoint counts", n: 3,
+		{name: "the best sticky endpoint counts", raw: pt, n: 3,
 			setup: &setup{total: 10, matched: map[int]int{0: 10, 1: 10}, queues: map[int]int{0: 1000}, tokens: 1000}, want: []int{0, 1}},
-		{name: "in-flight tokens replace the queue", n: 3,
+		{name: "in-flight tokens replace the queue", raw: pt, n: 3,
 			setup: &setup{total: 10, matched: map[int]int{0: 10}, queues: map[int]int{0: 1000}, load: map[int]int64{0: 1000}, tokens: 1000}, want: []int{0}},
-		{name: "in-flight tokens break stickiness", n: 3,
+		{name: "in-flight tokens break stickiness", raw: pt, n: 3,
 			setup: &setup{total: 10, matched: map[int]int{0: 10}, load: map[int]int64{0: 100_000}, tokens: 1000}, want: []int{0, 1, 2}},
-		{name: "token estimate from prompt bytes", raw: `{"peakPrefillThroughput": 1}`, n: 2,
+		{name: "token estimate from prompt bytes", raw: `{"ttftSource": "prefillThroughput", "peakPrefillThroughput": 1}`, n: 2,
 			setup: &setup{total: 10, matched: map[int]int{0: 10}, queues: map[int]int{0: 2}}, want: []int{0, 1}},
 	}
 	for _, tt := range tests {

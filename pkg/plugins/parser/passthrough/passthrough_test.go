@@ -21,7 +21,7 @@ func TestParams(t *testing.T) {
 		{name: "empty object", raw: `{}`},
 		{name: "unknown key", raw: `{"format": "passthrough"}`, wantErr: `unknown field "format"`},
 		{name: "wrong type", raw: `["passthrough"]`, wantErr: "expected an object, got array"},
-		{name: "trailing data", raw: `{} {}`, wantErr: "unexpected data after the parameters object"},
+		{name: "trailing data", raw: `{} {}`, wantErr: "invalid character '{' after top-level value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -9,34 +9,21 @@ package random
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math/rand/v2"
 
+	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/internal/pick"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
 // Type is the plugin type used in configuration.
 const Type = "random-picker"
 
-// Params configures a random-picker.
-type Params struct {
-	// MaxNumOfEndpoints is how many distinct endpoints the picker returns:
-	// the primary target first, then fallbacks, in random order. Fewer
-	// are returned when fewer endpoints are left. At least 1; default 1.
-	MaxNumOfEndpoints int `json:"maxNumOfEndpoints"`
-}
+// Params configures a random-picker: MaxNumOfEndpoints distinct endpoints
+// are returned, the primary target first, then fallbacks, in random order.
+type Params = pick.Params
 
-// DefaultParams returns the default parameters.
-func DefaultParams() Params { return Params{MaxNumOfEndpoints: 1} }
-
-// Validate reports every invalid parameter.
-func (p *Params) Validate() error {
-	var errs []error
-	if p.MaxNumOfEndpoints < 1 {
-		errs = append(errs, fmt.Errorf("maxNumOfEndpoints: must be >= 1, got %d", p.MaxNumOfEndpoints))
-	}
-	return errors.Join(errs...)
-}
+// DefaultParams returns the default parameters: one endpoint.
+func DefaultParams() Params { return pick.DefaultParams() }
 
 // Picker is a random-picker instance. It is safe for concurrent use.
 type Picker struct {
@@ -75,28 +62,14 @@ func (p *Picker) Pick(_ context.Context, _ *scheduling.Request, scored []schedul
 	case n == 0:
 		return &scheduling.ProfileResult{}
 	case p.max == 1:
-		return singleResult(scored[p.rng.IntN(n)].Endpoint)
+		return pick.Single(scored[p.rng.IntN(n)].Endpoint)
 	}
 	k := min(p.max, n)
-	targets := make([]*scheduling.Endpoint, k)
-	for i := range k {
+	for i := range k { // partial Fisher-Yates shuffle
 		j := i + p.rng.IntN(n-i)
 		scored[i], scored[j] = scored[j], scored[i]
-		targets[i] = scored[i].Endpoint
 	}
-	return &scheduling.ProfileResult{Targets: targets}
-}
-
-// oneTarget holds a result and its single target in one allocation.
-type oneTarget struct {
-	res     scheduling.ProfileResult
-	targets [1]*scheduling.Endpoint
-}
-
-func singleResult(e *scheduling.Endpoint) *scheduling.ProfileResult {
-	o := &oneTarget{targets: [1]*scheduling.Endpoint{e}}
-	o.res.Targets = o.targets[:]
-	return &o.res
+	return pick.Result(scored[:k])
 }
 
 // Registration registers the random-picker.

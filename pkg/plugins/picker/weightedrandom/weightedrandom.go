@@ -20,38 +20,25 @@ package weightedrandom
 import (
 	"context"
 	"errors"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"slices"
 	"sync"
 
+	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/internal/pick"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
 // Type is the plugin type used in configuration.
 const Type = "weighted-random-picker"
 
-// Params configures a weighted-random-picker.
-type Params struct {
-	// MaxNumOfEndpoints is how many distinct endpoints the picker returns:
-	// the primary target first, then fallbacks, in the order they were
-	// drawn. Fewer are returned when fewer endpoints are left. At least 1;
-	// default 1.
-	MaxNumOfEndpoints int `json:"maxNumOfEndpoints"`
-}
+// Params configures a weighted-random-picker: MaxNumOfEndpoints distinct
+// endpoints are returned, the primary target first, then fallbacks in the
+// order they were drawn.
+type Params = pick.Params
 
-// DefaultParams returns the default parameters.
-func DefaultParams() Params { return Params{MaxNumOfEndpoints: 1} }
-
-// Validate reports every invalid parameter.
-func (p *Params) Validate() error {
-	var errs []error
-	if p.MaxNumOfEndpoints < 1 {
-		errs = append(errs, fmt.Errorf("maxNumOfEndpoints: must be >= 1, got %d", p.MaxNumOfEndpoints))
-	}
-	return errors.Join(errs...)
-}
+// DefaultParams returns the default parameters: one endpoint.
+func DefaultParams() Params { return pick.DefaultParams() }
 
 // Picker is a weighted-random-picker instance. It is safe for concurrent
 // use.
@@ -94,7 +81,7 @@ func (p *Picker) Pick(_ context.Context, _ *scheduling.Request, scored []schedul
 	case n == 0:
 		return &scheduling.ProfileResult{}
 	case p.max == 1:
-		return singleResult(scored[p.pickOne(scored)].Endpoint)
+		return pick.Single(scored[p.pickOne(scored)].Endpoint)
 	}
 	k := min(p.max, n)
 	buf := keyPool.Get().(*[]scheduling.ScoredEndpoint)
@@ -102,15 +89,13 @@ func (p *Picker) Pick(_ context.Context, _ *scheduling.Request, scored []schedul
 	for i := range scored {
 		keys[i] = scheduling.ScoredEndpoint{Endpoint: scored[i].Endpoint, Score: p.key(scored[i].Score)}
 	}
-	selectTop(p.rng, keys, k)
-	targets := make([]*scheduling.Endpoint, k)
-	for i := range targets {
-		targets[i] = keys[i].Endpoint
-	}
+	// Keys are never NaN, so SelectTop's NaN rule does not apply.
+	pick.SelectTop(p.rng, keys, k)
+	res := pick.Result(keys[:k])
 	clear(keys) // drop endpoint references held by the pool
 	*buf = keys[:0]
 	keyPool.Put(buf)
-	return &scheduling.ProfileResult{Targets: targets}
+	return res
 }
 
 // pickOne returns the index of one endpoint drawn with probability
@@ -174,104 +159,6 @@ func (p *Picker) key(s float64) float64 {
 
 // keyPool holds scratch slices for the keys of multi-endpoint picks.
 var keyPool = sync.Pool{New: func() any { return new([]scheduling.ScoredEndpoint) }}
-
-// selectTop reorders s so that s[:k] holds the k entries with the highest
-// Score in descending order, entries of equal Score in uniformly random
-// order. It runs in expected O(len(s) + k log k) time and allocates
-// nothing. Scores must not be NaN. 1 <= k <= len(s).
-func selectTop(rng *rand.Rand, s []scheduling.ScoredEndpoint, k int) {
-	n := len(s)
-	if k < n {
-		partitionTop(rng, s, k)
-	}
-	// t is the k-th highest score. Every entry scored above t is in s[:k];
-	// entries scored t may be on both sides of k.
-	t := s[0].Score
-	for i := 1; i < k; i++ {
-		t = min(t, s[i].Score)
-	}
-	above := 0
-	for i := range k {
-		if s[i].Score > t {
-			s[i], s[above] = s[above], s[i]
-			above++
-		}
-	}
-	tied := k
-	for i := k; i < n; i++ {
-		if s[i].Score == t {
-			s[i], s[tied] = s[tied], s[i]
-			tied++
-		}
-	}
-	// s[above:tied] all score t: a partial Fisher-Yates shuffle draws a
-	// uniformly random ordered sample of k-above of them into s[above:k].
-	for i := above; i < k; i++ {
-		j := i + rng.IntN(tied-i)
-		s[i], s[j] = s[j], s[i]
-	}
-	// s[:above] holds whole groups of ties: shuffle, then sort stably.
-	if above > 1 {
-		for i := above - 1; i > 0; i-- {
-			j := rng.IntN(i + 1)
-			s[i], s[j] = s[j], s[i]
-		}
-		slices.SortStableFunc(s[:above], func(a, b scheduling.ScoredEndpoint) int {
-			switch {
-			case a.Score > b.Score:
-				return -1
-			case a.Score < b.Score:
-				return 1
-			}
-			return 0
-		})
-	}
-}
-
-// partitionTop reorders s so that s[:k] holds k entries scored at least as
-// high as every entry of s[k:] (quickselect with random pivots and a
-// three-way partition). 0 < k < len(s).
-func partitionTop(rng *rand.Rand, s []scheduling.ScoredEndpoint, k int) {
-	lo, hi := 0, len(s)
-	for hi-lo > 1 {
-		pivot := s[lo+rng.IntN(hi-lo)].Score
-		// After the loop: s[lo:lt] > pivot, s[lt:gt] == pivot, s[gt:hi] < pivot.
-		lt, i, gt := lo, lo, hi
-		for i < gt {
-			switch r := s[i].Score; {
-			case r > pivot:
-				s[lt], s[i] = s[i], s[lt]
-				lt++
-				i++
-			case r < pivot:
-				gt--
-				s[gt], s[i] = s[i], s[gt]
-			default:
-				i++
-			}
-		}
-		switch {
-		case k < lt:
-			hi = lt
-		case k <= gt:
-			return
-		default:
-			lo = gt
-		}
-	}
-}
-
-// oneTarget holds a result and its single target in one allocation.
-type oneTarget struct {
-	res     scheduling.ProfileResult
-	targets [1]*scheduling.Endpoint
-}
-
-func singleResult(e *scheduling.Endpoint) *scheduling.ProfileResult {
-	o := &oneTarget{targets: [1]*scheduling.Endpoint{e}}
-	o.res.Targets = o.targets[:]
-	return &o.res
-}
 
 // Registration registers the weighted-random-picker.
 var Registration = scheduling.Registration{

@@ -12,6 +12,8 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/scheduling/schedulingtest"
 )
 
+// TestFactory checks the registration's wiring; the parameters themselves
+// (decoding, defaults, validation) are tested in the internal pick package.
 func TestFactory(t *testing.T) {
 	tests := []struct {
 		name    string
@@ -20,12 +22,8 @@ func TestFactory(t *testing.T) {
 		wantErr string
 	}{
 		{name: "no parameters", raw: "", wantMax: 1},
-		{name: "empty object", raw: "{}", wantMax: 1},
-		{name: "two endpoints", raw: `{"maxNumOfEndpoints": 2}`, wantMax: 2},
-		{name: "zero", raw: `{"maxNumOfEndpoints": 0}`, wantErr: "maxNumOfEndpoints: must be >= 1, got 0"},
-		{name: "unknown key", raw: `{"maxNumOfEndpoints": 2, "temperature": 1}`, wantErr: `unknown field "temperature"`},
-		{name: "wrong type", raw: `{"maxNumOfEndpoints": [1]}`, wantErr: "maxNumOfEndpoints: expected an integer"},
-		{name: "not an object", raw: `3`, wantErr: "expected an object"},
+		{name: "maxNumOfEndpoints", raw: `{"maxNumOfEndpoints": 2}`, wantMax: 2},
+		{name: "invalid", raw: `{"maxNumOfEndpoints": 0}`, wantErr: "maxNumOfEndpoints: must be >= 1, got 0"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

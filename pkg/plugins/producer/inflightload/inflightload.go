@@ -1,34 +1,53 @@
 // Package inflightload implements the inflight-load-producer, which counts,
-// per endpoint, the requests this picker has sent and that have not
-// completed, and their estimated uncached prompt tokens.
+// per endpoint, the requests this picker has sent that have not completed,
+// and their estimated tokens.
 //
 // It is a data producer and a request-lifecycle plugin at once:
 //
-//   - PreRequest adds the scheduled request to its primary target: one
-//     request, plus the prompt tokens the target still has to compute
-//     (Request.PromptTokens discounted by the target's prefix-cache hit,
-//     tokens × (1 − ratio), when a prefix producer has set
-//     scheduling.PrefixMatchKey), plus, with addEstimatedOutputTokens, an
-//     estimate of the output tokens.
-//   - ResponseStreaming releases the prompt tokens at the first response
-//     body chunk: prefill is over by then (llm-d's default behaviour).
-//   - ResponseComplete releases whatever the request still holds (output
-//     tokens, prompt tokens of a response that had no body, and the request
-//     count). The framework calls it exactly once per request, also when the
-//     client disconnects.
+//   - PreRequest charges the scheduled request to every target of the
+//     primary profile: one request and its estimated tokens each.
+//   - ResponseComplete releases exactly what PreRequest charged, on the same
+//     endpoints, whatever endpoint the completion names. The framework calls
+//     it once per request: at the end of the stream, on an error, or when
+//     the client disconnects.
 //   - Produce sets scheduling.InFlightLoadKey on every request to a live
 //     view of the counters, for token-load-scorer, active-request-scorer and
 //     other consumers.
 //
+// What a request is charged depends on the tokenAccounting parameter:
+//
+//   - "gie" (default) reproduces GIE v1.5's inflight-load-producer: each
+//     target is charged scheduling.EstimateTokens(req), the input tokens plus
+//     round(1.5 × input) expected output tokens, all held until the response
+//     completes.
+//   - "llm-d" is llm-d's variant: each target is charged its uncached
+//     prompt tokens (the input tokens × (1 − the target's prefix-cache hit
+//     ratio), when a prefix producer has set scheduling.PrefixMatchKey),
+//     released at the first response body chunk, since prefill is over by
+//     then; with addEstimatedOutputTokens, also an output estimate held until
+//     completion.
+//
+// Two deliberate differences from GIE v1.5, both leaks there: GIE charges
+// every primary target but releases only the endpoint the end of the stream
+// names, so fallback targets are never released; and it releases only at
+// the end of the stream, so a client disconnect or a failed stream is never
+// released. Here the charged set is released, once, on completion.
+//
 // What a request added is remembered on the request itself (a private
 // StateKey), and every release subtracts exactly that amount once, with a
-// floor at zero, so counters never drift or go negative.
+// floor at zero, so counters never drift or go negative. A completion
+// without a PreRequest releases nothing and leaves a marker, so that a
+// PreRequest arriving after the completion (which the framework does not
+// do) charges nothing either. A second PreRequest for the same request
+// (re-scheduling) moves the charge to the new targets.
 //
 // # Concurrency
 //
 // Counters are atomics in a sync.Map keyed by endpoint key: the hot path
 // takes no lock shared by all requests. A new endpoint costs one allocation
-// the first time it is targeted.
+// the first time it is targeted. PreRequest and ResponseComplete of one
+// request must not run concurrently with each other; the framework orders
+// them. Concurrent ResponseComplete calls are safe.
 //
 // # Forgetting endpoints
 //
@@ -58,8 +77,21 @@ import (
 // Type is the plugin type used in configuration.
 const Type = "inflight-load-producer"
 
+// Accounting says how a request's tokens are counted.
+type Accounting string
+
+const (
+	// AccountingGIE counts GIE v1.5's estimate (input + 1.5 × input
+	// tokens) on each target until the response completes.
+	AccountingGIE Accounting = "gie"
+	// AccountingLLMD counts llm-d's uncached prompt tokens until the first
+	// response chunk, plus optionally estimated output tokens until the
+	// response completes.
+	AccountingLLMD Accounting = "llm-d"
+)
+
 // DefaultOutputRatio is llm-d's default estimated output-to-prompt token
-// ratio.
+// ratio (tokenAccounting "llm-d").
 const DefaultOutputRatio = 1.5
 
 // pruneInterval is how often idle endpoint counters are looked for.
@@ -71,34 +103,59 @@ const dead = math.MinInt64 / 2
 
 // Params is the producer's parameters.
 type Params struct {
-	// AddEstimatedOutputTokens adds an estimate of each request's output
-	// tokens to its endpoint's in-flight tokens, released when the response
-	// completes (prompt tokens are still released at the first response
-	// chunk). Default false: only uncached prompt tokens are counted.
-	AddEstimatedOutputTokens bool `json:"addEstimatedOutputTokens"`
-	// OutputRatio estimates output tokens as round(promptTokens ×
-	// outputRatio), bounded by the request's max_tokens and by
-	// maxEstimatedOutputTokens. Used only with addEstimatedOutputTokens.
+	// TokenAccounting is how a request's tokens are counted: "gie"
+	// (default; GIE v1.5's estimate of input plus 1.5 times as many output
+	// tokens, held until the response completes) or "llm-d" (llm-d's
+	// uncached prompt tokens, released at the first response chunk, and
+	// optionally estimated output tokens). The three parameters below
+	// apply to "llm-d" only and are rejected with "gie".
+	TokenAccounting Accounting `json:"tokenAccounting"`
+	// AddEstimatedOutputTokens (llm-d only) adds an estimate of each
+	// request's output tokens, held until the response completes. Default
+	// false.
+	AddEstimatedOutputTokens *bool `json:"addEstimatedOutputTokens,omitempty"`
+	// OutputRatio (llm-d only) estimates output tokens as round(prompt
+	// tokens × outputRatio), bounded by the request's max_tokens and by
+	// maxEstimatedOutputTokens. Used with addEstimatedOutputTokens.
 	// Default 1.5; must be >= 0.
-	OutputRatio float64 `json:"outputRatio"`
-	// MaxEstimatedOutputTokens caps the estimated output tokens of one
-	// request. Unset (the default) means no cap; when set it must be >= 0.
+	OutputRatio *float64 `json:"outputRatio,omitempty"`
+	// MaxEstimatedOutputTokens (llm-d only) caps the estimated output
+	// tokens of one request. Unset (the default) means no cap; when set it
+	// must be >= 0.
 	MaxEstimatedOutputTokens *int64 `json:"maxEstimatedOutputTokens,omitempty"`
 }
 
-// DefaultParams returns llm-d's defaults.
+// DefaultParams returns the defaults: GIE's accounting.
 func DefaultParams() Params {
-	return Params{OutputRatio: DefaultOutputRatio}
+	return Params{TokenAccounting: AccountingGIE}
 }
 
 // Validate reports every invalid parameter.
 func (p *Params) Validate() error {
 	var errs []error
-	if p.OutputRatio < 0 || math.IsNaN(p.OutputRatio) || math.IsInf(p.OutputRatio, 0) {
-		errs = append(errs, fmt.Errorf("outputRatio: must be a finite number >= 0, got %v", p.OutputRatio))
+	switch p.TokenAccounting {
+	case AccountingGIE:
+		for _, f := range []struct {
+			name string
+			set  bool
+		}{
+			{"addEstimatedOutputTokens", p.AddEstimatedOutputTokens != nil},
+			{"outputRatio", p.OutputRatio != nil},
+			{"maxEstimatedOutputTokens", p.MaxEstimatedOutputTokens != nil},
+		} {
+			if f.set {
+				errs = append(errs, fmt.Errorf("%s: applies only with tokenAccounting %q (tokenAccounting is %q)", f.name, AccountingLLMD, AccountingGIE))
+			}
+		}
+	case AccountingLLMD:
+	default:
+		errs = append(errs, fmt.Errorf("tokenAccounting: must be %q or %q, got %q", AccountingGIE, AccountingLLMD, p.TokenAccounting))
 	}
-	if p.MaxEstimatedOutputTokens != nil && *p.MaxEstimatedOutputTokens < 0 {
-		errs = append(errs, fmt.Errorf("maxEstimatedOutputTokens: must be >= 0, got %d", *p.MaxEstimatedOutputTokens))
+	if r := p.OutputRatio; r != nil && (*r < 0 || math.IsNaN(*r) || math.IsInf(*r, 0)) {
+		errs = append(errs, fmt.Errorf("outputRatio: must be a finite number >= 0, got %v", *r))
+	}
+	if m := p.MaxEstimatedOutputTokens; m != nil && *m < 0 {
+		errs = append(errs, fmt.Errorf("maxEstimatedOutputTokens: must be >= 0, got %d", *m))
 	}
 	return errors.Join(errs...)
 }
@@ -112,19 +169,33 @@ type counter struct {
 	lastUse atomic.Int64
 }
 
+// charge is what one request added to one endpoint's counter.
+type charge struct {
+	c *counter
+	// prompt are the tokens released at the first response chunk (llm-d's
+	// uncached prompt tokens; 0 with GIE's accounting).
+	prompt atomic.Int64
+	// held are the tokens released when the response completes.
+	held    atomic.Int64
+	request atomic.Bool
+}
+
 // entry is what one request added, kept on the request so that releases
 // subtract exactly that, once.
 type entry struct {
-	c       *counter
-	prompt  atomic.Int64
-	output  atomic.Int64
-	request atomic.Bool
+	charges []charge
+	one     [1]charge // backs charges for the usual single target
 }
+
+// completed marks a request whose response has completed: a PreRequest
+// arriving afterwards charges nothing.
+var completed = &entry{}
 
 // Producer tracks in-flight load per endpoint. It is safe for concurrent
 // use.
 type Producer struct {
 	typedName   scheduling.TypedName
+	llmd        bool
 	addOutput   bool
 	outputRatio float64
 	maxOutput   int64 // < 0: no cap
@@ -144,17 +215,22 @@ func New(name string, p Params, _ scheduling.Handle) (*Producer, error) {
 	if name == "" {
 		name = Type
 	}
-	maxOutput := int64(-1)
-	if p.MaxEstimatedOutputTokens != nil {
-		maxOutput = *p.MaxEstimatedOutputTokens
-	}
 	pr := &Producer{
 		typedName:   scheduling.TypedName{Type: Type, Name: name},
-		addOutput:   p.AddEstimatedOutputTokens,
-		outputRatio: p.OutputRatio,
-		maxOutput:   maxOutput,
+		llmd:        p.TokenAccounting == AccountingLLMD,
+		outputRatio: DefaultOutputRatio,
+		maxOutput:   -1,
 		entryKey:    scheduling.NewStateKey[*entry](Type + "/" + name + "/added"),
 		now:         time.Now,
+	}
+	if p.AddEstimatedOutputTokens != nil {
+		pr.addOutput = *p.AddEstimatedOutputTokens
+	}
+	if p.OutputRatio != nil {
+		pr.outputRatio = *p.OutputRatio
+	}
+	if p.MaxEstimatedOutputTokens != nil {
+		pr.maxOutput = *p.MaxEstimatedOutputTokens
 	}
 	pr.nextPrune.Store(pr.now().Add(pruneInterval).UnixNano())
 	return pr, nil
@@ -166,9 +242,10 @@ func (p *Producer) TypedName() scheduling.TypedName { return p.typedName }
 // Produces implements scheduling.DataProducer.
 func (p *Producer) Produces() []string { return []string{scheduling.InFlightLoadKey.Name()} }
 
-// Consumes implements scheduling.DataProducer. The prefix match is read in
-// PreRequest, after every producer has run, and is optional, so it is not
-// declared: declaring it would make a prefix producer mandatory.
+// Consumes implements scheduling.DataProducer. The prefix match (read in
+// PreRequest with llm-d's accounting, after every producer has run) is
+// optional, so it is not declared: declaring it would make a prefix
+// producer mandatory.
 func (p *Producer) Consumes() []string { return nil }
 
 // Produce implements scheduling.DataProducer: it sets InFlightLoadKey to
@@ -196,55 +273,88 @@ func (p *Producer) InFlight(endpointKey string) (requests, tokens int64) {
 	return requests, max(c.tokens.Load(), 0)
 }
 
-// PreRequest implements scheduling.PreRequest: it counts the request on its
-// primary target.
+// PreRequest implements scheduling.PreRequest: it charges the request to
+// every target of the primary profile. A request charged before is moved
+// to the new targets; a request already completed is not charged.
 func (p *Producer) PreRequest(_ context.Context, req *scheduling.Request, result *scheduling.Result) {
-	targets := result.Targets()
-	if req == nil || len(targets) == 0 || targets[0] == nil {
-		return
-	}
-	if _, counted := p.entryKey.Get(req); counted {
-		return
-	}
-	target := targets[0]
-	prompt, output := p.estimate(req, target)
-	e := &entry{c: p.acquire(target.Key(), prompt+output)}
-	e.prompt.Store(prompt)
-	e.output.Store(output)
-	e.request.Store(true)
-	p.entryKey.Set(req, e)
-}
-
-// ResponseStreaming implements scheduling.ResponseStreaming: the first
-// response body chunk releases the request's prompt tokens.
-func (p *Producer) ResponseStreaming(_ context.Context, req *scheduling.Request, _ *scheduling.Response, _ []byte, _ *scheduling.Endpoint) {
 	if req == nil {
 		return
 	}
+	targets := result.Targets()
+	n := 0
+	for _, t := range targets {
+		if t != nil {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	old, had := p.entryKey.Get(req)
+	if old == completed {
+		return
+	}
+	e := &entry{}
+	e.charges = e.one[:]
+	if n > 1 {
+		e.charges = make([]charge, n)
+	}
+	var in, held int64
+	if p.llmd {
+		in = scheduling.EstimateInputTokens(req)
+		held = p.estimateOutput(req, in)
+	} else {
+		held = scheduling.EstimateTokens(req)
+	}
+	i := 0
+	for _, t := range targets {
+		if t == nil {
+			continue
+		}
+		ch := &e.charges[i]
+		i++
+		var prompt int64
+		if p.llmd {
+			prompt = uncached(req, t, in)
+		}
+		ch.c = p.acquire(t.Key(), prompt+held)
+		ch.prompt.Store(prompt)
+		ch.held.Store(held)
+		ch.request.Store(true)
+	}
+	p.entryKey.Set(req, e)
+	if had {
+		releaseAll(old)
+	}
+}
+
+// ResponseStreaming implements scheduling.ResponseStreaming: with llm-d's
+// accounting the first response body chunk releases the request's prompt
+// tokens. With GIE's it does nothing.
+func (p *Producer) ResponseStreaming(_ context.Context, req *scheduling.Request, _ *scheduling.Response, _ []byte, _ *scheduling.Endpoint) {
+	if !p.llmd || req == nil {
+		return
+	}
 	if e, ok := p.entryKey.Get(req); ok {
-		release(&e.prompt, &e.c.tokens)
+		for i := range e.charges {
+			ch := &e.charges[i]
+			release(&ch.prompt, &ch.c.tokens)
+		}
 	}
 }
 
 // ResponseComplete implements scheduling.ResponseComplete: it releases all
-// the request still holds. The target argument is not used: the release
-// goes to the counter the request was added to.
+// the request still holds, on the endpoints it was charged to. The target
+// argument is not used.
 func (p *Producer) ResponseComplete(_ context.Context, req *scheduling.Request, _ *scheduling.Response, _ *scheduling.Endpoint) {
 	if req == nil {
 		return
 	}
 	e, ok := p.entryKey.Get(req)
-	if !ok {
-		return
+	p.entryKey.Set(req, completed)
+	if ok {
+		releaseAll(e)
 	}
-	// Tokens before the request count: a counter whose request count is
-	// zero holds no request and may be pruned.
-	release(&e.prompt, &e.c.tokens)
-	release(&e.output, &e.c.tokens)
-	if e.request.Swap(false) {
-		decrementClamped(&e.c.requests, 1)
-	}
-	p.entryKey.Delete(req)
 }
 
 // Forget drops an endpoint's counters at once, e.g. when the endpoint is
@@ -253,30 +363,46 @@ func (p *Producer) Forget(endpointKey string) {
 	p.counters.Delete(endpointKey)
 }
 
-// estimate returns the uncached prompt tokens and the estimated output
-// tokens of req on target.
-func (p *Producer) estimate(req *scheduling.Request, target *scheduling.Endpoint) (prompt, output int64) {
-	in := int64(max(req.PromptTokens, 0))
-	if in == 0 {
-		return 0, 0
-	}
+// uncached returns llm-d's uncached prompt tokens of a request on target:
+// in × (1 − the target's prefix hit ratio), rounded.
+func uncached(req *scheduling.Request, target *scheduling.Endpoint, in int64) int64 {
 	ratio := 0.0
 	if pm, ok := scheduling.PrefixMatchKey.Get(req); ok && pm != nil {
 		ratio = min(max(pm.Ratio(target), 0), 1)
 	}
-	prompt = int64(math.Round(float64(in) * (1 - ratio)))
-	if p.addOutput {
-		// Output is estimated from the whole prompt: caching shortens
-		// prefill, not the answer.
-		output = int64(math.Round(float64(in) * p.outputRatio))
-		if req.MaxOutputTokens > 0 {
-			output = min(output, int64(req.MaxOutputTokens))
-		}
-		if p.maxOutput >= 0 {
-			output = min(output, p.maxOutput)
+	return int64(math.Round(float64(in) * (1 - ratio)))
+}
+
+// estimateOutput returns llm-d's estimated output tokens of a request with
+// in input tokens, or 0 without addEstimatedOutputTokens. Output is
+// estimated from the whole prompt: caching shortens prefill, not the
+// answer.
+func (p *Producer) estimateOutput(req *scheduling.Request, in int64) int64 {
+	if !p.addOutput {
+		return 0
+	}
+	out := int64(math.Round(float64(in) * p.outputRatio))
+	if req.MaxOutputTokens > 0 {
+		out = min(out, int64(req.MaxOutputTokens))
+	}
+	if p.maxOutput >= 0 {
+		out = min(out, p.maxOutput)
+	}
+	return out
+}
+
+// releaseAll releases everything an entry still holds, once. Tokens go
+// before the request count: a counter whose request count is zero holds no
+// request and may be pruned.
+func releaseAll(e *entry) {
+	for i := range e.charges {
+		ch := &e.charges[i]
+		release(&ch.prompt, &ch.c.tokens)
+		release(&ch.held, &ch.c.tokens)
+		if ch.request.Swap(false) {
+			decrementClamped(&ch.c.requests, 1)
 		}
 	}
-	return prompt, output
 }
 
 // acquire adds one request and tokens to the endpoint's counter, creating

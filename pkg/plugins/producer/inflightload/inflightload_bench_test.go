@@ -12,30 +12,32 @@ import (
 // Produce, reading every candidate's load (what a scorer does), PreRequest,
 // the first chunk and completion.
 func BenchmarkRequest(b *testing.B) {
-	for _, n := range []int{10, 100, 1000} {
-		p := newProducer(b, DefaultParams())
-		eps := schedulingtest.Endpoints(n, nil)
-		results := make([]*scheduling.Result, n)
-		for i, e := range eps {
-			results[i] = resultFor(e)
-		}
-		resp := &scheduling.Response{}
-		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				req := &scheduling.Request{PromptTokens: 512}
-				p.Produce(b.Context(), req, eps)
-				view, _ := scheduling.InFlightLoadKey.Get(req)
-				for _, e := range eps {
-					view.InFlight(e.Key())
-				}
-				p.PreRequest(b.Context(), req, results[i%n])
-				p.ResponseStreaming(b.Context(), req, resp, nil, nil)
-				p.ResponseComplete(b.Context(), req, resp, nil)
-				i++
+	for _, acc := range accountings {
+		for _, n := range []int{10, 100, 1000} {
+			p := newProducer(b, acc.params)
+			eps := schedulingtest.Endpoints(n, nil)
+			results := make([]*scheduling.Result, n)
+			for i, e := range eps {
+				results[i] = resultFor(e)
 			}
-		})
+			resp := &scheduling.Response{}
+			b.Run(fmt.Sprintf("accounting=%s/endpoints=%d", acc.name, n), func(b *testing.B) {
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					req := &scheduling.Request{PromptTokens: 512}
+					p.Produce(b.Context(), req, eps)
+					view, _ := scheduling.InFlightLoadKey.Get(req)
+					for _, e := range eps {
+						view.InFlight(e.Key())
+					}
+					p.PreRequest(b.Context(), req, results[i%n])
+					p.ResponseStreaming(b.Context(), req, resp, nil, nil)
+					p.ResponseComplete(b.Context(), req, resp, nil)
+					i++
+				}
+			})
+		}
 	}
 }
 

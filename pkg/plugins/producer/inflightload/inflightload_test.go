@@ -5,6 +5,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,26 +21,44 @@ func TestFactory(t *testing.T) {
 		check    func(t *testing.T, p *Producer)
 	}{
 		{
-			name: "defaults",
+			name: "defaults: GIE's accounting",
 			raw:  "",
 			check: func(t *testing.T, p *Producer) {
-				if p.addOutput || p.outputRatio != 1.5 || p.maxOutput != -1 {
-					t.Errorf("got add=%v ratio=%v max=%v, want false 1.5 -1", p.addOutput, p.outputRatio, p.maxOutput)
+				if p.llmd || p.addOutput || p.outputRatio != 1.5 || p.maxOutput != -1 {
+					t.Errorf("got llmd=%v add=%v ratio=%v max=%v, want false false 1.5 -1", p.llmd, p.addOutput, p.outputRatio, p.maxOutput)
 				}
 			},
 		},
 		{
-			name: "all parameters",
-			raw:  `{"addEstimatedOutputTokens": true, "outputRatio": 2, "maxEstimatedOutputTokens": 512}`,
+			name: "explicit gie",
+			raw:  `{"tokenAccounting": "gie"}`,
 			check: func(t *testing.T, p *Producer) {
-				if !p.addOutput || p.outputRatio != 2 || p.maxOutput != 512 {
-					t.Errorf("got add=%v ratio=%v max=%v, want true 2 512", p.addOutput, p.outputRatio, p.maxOutput)
+				if p.llmd {
+					t.Error("llm-d accounting selected")
 				}
 			},
 		},
 		{
-			name: "explicit zero cap",
-			raw:  `{"maxEstimatedOutputTokens": 0, "outputRatio": 0}`,
+			name: "llm-d defaults",
+			raw:  `{"tokenAccounting": "llm-d"}`,
+			check: func(t *testing.T, p *Producer) {
+				if !p.llmd || p.addOutput || p.outputRatio != 1.5 || p.maxOutput != -1 {
+					t.Errorf("got llmd=%v add=%v ratio=%v max=%v, want true false 1.5 -1", p.llmd, p.addOutput, p.outputRatio, p.maxOutput)
+				}
+			},
+		},
+		{
+			name: "all llm-d parameters",
+			raw:  `{"tokenAccounting": "llm-d", "addEstimatedOutputTokens": true, "outputRatio": 2, "maxEstimatedOutputTokens": 512}`,
+			check: func(t *testing.T, p *Producer) {
+				if !p.llmd || !p.addOutput || p.outputRatio != 2 || p.maxOutput != 512 {
+					t.Errorf("got llmd=%v add=%v ratio=%v max=%v, want true true 2 512", p.llmd, p.addOutput, p.outputRatio, p.maxOutput)
+				}
+			},
+		},
+		{
+			name: "explicit zero cap and ratio",
+			raw:  `{"tokenAccounting": "llm-d", "maxEstimatedOutputTokens": 0, "outputRatio": 0}`,
 			check: func(t *testing.T, p *Producer) {
 				if p.maxOutput != 0 || p.outputRatio != 0 {
 					t.Errorf("got ratio=%v max=%v, want 0 0", p.outputRatio, p.maxOutput)
@@ -48,12 +67,28 @@ func TestFactory(t *testing.T) {
 		},
 		{
 			name:     "every invalid field is reported",
-			raw:      `{"outputRatio": -1, "maxEstimatedOutputTokens": -5}`,
-			wantErrs: []string{"outputRatio: must be", "maxEstimatedOutputTokens: must be >= 0, got -5"},
+			raw:      `{"tokenAccounting": "llm-d", "outputRatio": -1, "maxEstimatedOutputTokens": -5}`,
+			wantErrs: []string{"outputRatio: must be a finite number >= 0, got -1", "maxEstimatedOutputTokens: must be >= 0, got -5"},
 		},
+		{
+			name: "llm-d parameters without llm-d accounting",
+			raw:  `{"addEstimatedOutputTokens": false, "outputRatio": 1.5, "maxEstimatedOutputTokens": 10}`,
+			wantErrs: []string{
+				`addEstimatedOutputTokens: applies only with tokenAccounting "llm-d" (tokenAccounting is "gie")`,
+				`outputRatio: applies only with tokenAccounting "llm-d"`,
+				`maxEstimatedOutputTokens: applies only with tokenAccounting "llm-d"`,
+			},
+		},
+		{
+			name:     "unknown accounting",
+			raw:      `{"tokenAccounting": "vllm", "outputRatio": -2}`,
+			wantErrs: []string{`tokenAccounting: must be "gie" or "llm-d", got "vllm"`, "outputRatio: must be a finite number >= 0, got -2"},
+		},
+		{name: "empty accounting", raw: `{"tokenAccounting": ""}`, wantErrs: []string{`tokenAccounting: must be "gie" or "llm-d", got ""`}},
 		{name: "unknown key", raw: `{"requestTimeout": "2m"}`, wantErrs: []string{"requestTimeout"}},
-		{name: "wrong type", raw: `{"addEstimatedOutputTokens": "yes"}`, wantErrs: []string{"addEstimatedOutputTokens: expected a boolean"}},
-		{name: "wrong number type", raw: `{"maxEstimatedOutputTokens": 1.5}`, wantErrs: []string{"maxEstimatedOutputTokens"}},
+		{name: "wrong type", raw: `{"tokenAccounting": "llm-d", "addEstimatedOutputTokens": "yes"}`, wantErrs: []string{"addEstimatedOutputTokens: expected a boolean"}},
+		{name: "wrong accounting type", raw: `{"tokenAccounting": 1}`, wantErrs: []string{"tokenAccounting: expected a string"}},
+		{name: "wrong number type", raw: `{"tokenAccounting": "llm-d", "maxEstimatedOutputTokens": 1.5}`, wantErrs: []string{"maxEstimatedOutputTokens"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -61,6 +96,9 @@ func TestFactory(t *testing.T) {
 			if len(tt.wantErrs) > 0 {
 				if err == nil {
 					t.Fatalf("no error, want %q", tt.wantErrs)
+				}
+				if leaves := scheduling.Errors(err); len(leaves) != len(tt.wantErrs) {
+					t.Errorf("got %d errors (%v), want %d", len(leaves), err, len(tt.wantErrs))
 				}
 				for _, w := range tt.wantErrs {
 					if !strings.Contains(err.Error(), w) {
@@ -109,115 +147,167 @@ func newProducer(t testing.TB, p Params) *Producer {
 	return pr
 }
 
+// llmd returns llm-d accounting parameters.
+func llmd(addOutput bool, ratio float64, maxOutput *int64) Params {
+	return Params{TokenAccounting: AccountingLLMD, AddEstimatedOutputTokens: &addOutput, OutputRatio: &ratio, MaxEstimatedOutputTokens: maxOutput}
+}
+
 func resultFor(targets ...*scheduling.Endpoint) *scheduling.Result {
 	return &scheduling.Result{PrimaryProfile: "default", ProfileResults: map[string]*scheduling.ProfileResult{"default": {Targets: targets}}}
 }
 
 func ptr[T any](v T) *T { return &v }
 
+type load struct{ reqs, toks int64 }
+
+func inFlight(p *Producer, e *scheduling.Endpoint) load {
+	r, tok := p.InFlight(e.Key())
+	return load{r, tok}
+}
+
 func TestLifecycle(t *testing.T) {
 	eps := schedulingtest.Endpoints(2, nil)
 	a, b := eps[0], eps[1]
-	type want struct{ reqs, toks int64 }
 	tests := []struct {
 		name        string
 		params      Params
 		prompt      int
+		text        string
 		maxTokens   int
 		prefix      *scheduling.PrefixMatch
-		afterPre    want
-		afterChunk  want
-		afterFinish want
+		afterPre    load
+		afterChunk  load
+		afterFinish load
 	}{
 		{
-			name:        "prompt tokens released at the first chunk",
+			name:        "gie: input and 1.5× output held until completion",
 			params:      DefaultParams(),
 			prompt:      1000,
-			afterPre:    want{1, 1000},
-			afterChunk:  want{1, 0},
-			afterFinish: want{0, 0},
+			afterPre:    load{1, 2500},
+			afterChunk:  load{1, 2500},
+			afterFinish: load{0, 0},
 		},
 		{
-			name:        "prefix hit discounts the target's tokens",
+			name:        "gie: prefix hits do not discount",
 			params:      DefaultParams(),
+			prompt:      1000,
+			prefix:      &scheduling.PrefixMatch{TotalBlocks: 4, BlockSizeTokens: 16, Hits: scheduling.PrefixHitMap{a.Key(): 4}},
+			afterPre:    load{1, 2500},
+			afterChunk:  load{1, 2500},
+			afterFinish: load{0, 0},
+		},
+		{
+			name:        "gie: max_tokens does not cap",
+			params:      DefaultParams(),
+			prompt:      100,
+			maxTokens:   10,
+			afterPre:    load{1, 250},
+			afterChunk:  load{1, 250},
+			afterFinish: load{0, 0},
+		},
+		{
+			name:        "gie: prompt text when the token estimate is unknown",
+			params:      DefaultParams(),
+			text:        "Hello, world!", // round(13/4) = 3; 3 + round(4.5) = 8
+			afterPre:    load{1, 8},
+			afterChunk:  load{1, 8},
+			afterFinish: load{0, 0},
+		},
+		{
+			name:        "gie: empty prompt counts one input token",
+			params:      DefaultParams(),
+			afterPre:    load{1, 3},
+			afterChunk:  load{1, 3},
+			afterFinish: load{0, 0},
+		},
+		{
+			name:        "llm-d: prompt tokens released at the first chunk",
+			params:      Params{TokenAccounting: AccountingLLMD},
+			prompt:      1000,
+			afterPre:    load{1, 1000},
+			afterChunk:  load{1, 0},
+			afterFinish: load{0, 0},
+		},
+		{
+			name:        "llm-d: prefix hit discounts the target's tokens",
+			params:      Params{TokenAccounting: AccountingLLMD},
 			prompt:      1000,
 			prefix:      &scheduling.PrefixMatch{TotalBlocks: 4, BlockSizeTokens: 16, Hits: scheduling.PrefixHitMap{a.Key(): 3, b.Key(): 4}},
-			afterPre:    want{1, 250},
-			afterChunk:  want{1, 0},
-			afterFinish: want{0, 0},
+			afterPre:    load{1, 250},
+			afterChunk:  load{1, 0},
+			afterFinish: load{0, 0},
 		},
 		{
-			name:        "prefix hit on another endpoint does not discount",
-			params:      DefaultParams(),
+			name:        "llm-d: prefix hit on another endpoint does not discount",
+			params:      Params{TokenAccounting: AccountingLLMD},
 			prompt:      1000,
 			prefix:      &scheduling.PrefixMatch{TotalBlocks: 4, BlockSizeTokens: 16, Hits: scheduling.PrefixHitMap{b.Key(): 4}},
-			afterPre:    want{1, 1000},
-			afterChunk:  want{1, 0},
-			afterFinish: want{0, 0},
+			afterPre:    load{1, 1000},
+			afterChunk:  load{1, 0},
+			afterFinish: load{0, 0},
 		},
 		{
-			name:        "estimated output held until completion",
-			params:      Params{AddEstimatedOutputTokens: true, OutputRatio: 1.5},
+			name:        "llm-d: estimated output held until completion",
+			params:      llmd(true, 1.5, nil),
 			prompt:      101,
 			prefix:      &scheduling.PrefixMatch{TotalBlocks: 2, BlockSizeTokens: 16, Hits: scheduling.PrefixHitMap{a.Key(): 1}},
-			afterPre:    want{1, 51 + 152}, // round(101×0.5) + round(101×1.5)
-			afterChunk:  want{1, 152},
-			afterFinish: want{0, 0},
+			afterPre:    load{1, 51 + 152}, // round(101×0.5) + round(101×1.5)
+			afterChunk:  load{1, 152},
+			afterFinish: load{0, 0},
 		},
 		{
-			name:        "output capped by max_tokens",
-			params:      Params{AddEstimatedOutputTokens: true, OutputRatio: 1.5},
+			name:        "llm-d: output capped by max_tokens",
+			params:      llmd(true, 1.5, nil),
 			prompt:      100,
 			maxTokens:   20,
-			afterPre:    want{1, 120},
-			afterChunk:  want{1, 20},
-			afterFinish: want{0, 0},
+			afterPre:    load{1, 120},
+			afterChunk:  load{1, 20},
+			afterFinish: load{0, 0},
 		},
 		{
-			name:        "output capped by maxEstimatedOutputTokens",
-			params:      Params{AddEstimatedOutputTokens: true, OutputRatio: 1.5, MaxEstimatedOutputTokens: ptr[int64](64)},
+			name:        "llm-d: output capped by maxEstimatedOutputTokens",
+			params:      llmd(true, 1.5, ptr[int64](64)),
 			prompt:      100,
 			maxTokens:   1000,
-			afterPre:    want{1, 164},
-			afterChunk:  want{1, 64},
-			afterFinish: want{0, 0},
+			afterPre:    load{1, 164},
+			afterChunk:  load{1, 64},
+			afterFinish: load{0, 0},
 		},
 		{
-			name:        "ratio ignored without addEstimatedOutputTokens",
-			params:      Params{OutputRatio: 3},
+			name:        "llm-d: ratio ignored without addEstimatedOutputTokens",
+			params:      llmd(false, 3, nil),
 			prompt:      10,
-			afterPre:    want{1, 10},
-			afterChunk:  want{1, 0},
-			afterFinish: want{0, 0},
+			afterPre:    load{1, 10},
+			afterChunk:  load{1, 0},
+			afterFinish: load{0, 0},
 		},
 		{
-			name:        "no prompt tokens still counts the request",
-			params:      Params{AddEstimatedOutputTokens: true, OutputRatio: 1.5},
-			afterPre:    want{1, 0},
-			afterChunk:  want{1, 0},
-			afterFinish: want{0, 0},
+			name:        "llm-d: empty prompt counts one input token",
+			params:      llmd(true, 1.5, nil),
+			afterPre:    load{1, 1 + 2},
+			afterChunk:  load{1, 2},
+			afterFinish: load{0, 0},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := newProducer(t, tt.params)
-			req := &scheduling.Request{PromptTokens: tt.prompt, MaxOutputTokens: tt.maxTokens}
+			req := &scheduling.Request{PromptTokens: tt.prompt, MaxOutputTokens: tt.maxTokens, Prompt: scheduling.Prompt{Text: []byte(tt.text)}}
 			if tt.prefix != nil {
 				scheduling.PrefixMatchKey.Set(req, tt.prefix)
 			}
-			check := func(stage string, w want) {
+			check := func(stage string, w load) {
 				t.Helper()
-				r, tok := p.InFlight(a.Key())
-				if r != w.reqs || tok != w.toks {
-					t.Errorf("%s: InFlight(a) = %d, %d; want %d, %d", stage, r, tok, w.reqs, w.toks)
+				if got := inFlight(p, a); got != w {
+					t.Errorf("%s: InFlight(a) = %v; want %v", stage, got, w)
 				}
-				if r, tok := p.InFlight(b.Key()); r != 0 || tok != 0 {
-					t.Errorf("%s: InFlight(b) = %d, %d; want 0, 0", stage, r, tok)
+				if got := inFlight(p, b); got != (load{}) {
+					t.Errorf("%s: InFlight(b) = %v; want none", stage, got)
 				}
 			}
-			p.PreRequest(t.Context(), req, resultFor(a, b))
+			p.PreRequest(t.Context(), req, resultFor(a))
 			check("after PreRequest", tt.afterPre)
-			p.PreRequest(t.Context(), req, resultFor(a, b)) // counted once
+			p.PreRequest(t.Context(), req, resultFor(a)) // moved onto itself: counted once
 			check("after a second PreRequest", tt.afterPre)
 			p.ResponseStreaming(t.Context(), req, &scheduling.Response{}, []byte("data: {}"), a)
 			check("after the first chunk", tt.afterChunk)
@@ -227,26 +317,127 @@ func TestLifecycle(t *testing.T) {
 			check("after completion", tt.afterFinish)
 			p.ResponseComplete(t.Context(), req, &scheduling.Response{EndOfStream: true}, a) // never negative
 			check("after a second completion", tt.afterFinish)
+			p.PreRequest(t.Context(), req, resultFor(a)) // after completion: not counted
+			check("after a PreRequest following completion", tt.afterFinish)
 		})
 	}
 }
 
-func TestCompleteWithoutBody(t *testing.T) {
-	p := newProducer(t, DefaultParams())
-	ep := schedulingtest.Endpoint("a").Build()
-	req := &scheduling.Request{PromptTokens: 40}
-	p.PreRequest(t.Context(), req, resultFor(ep))
-	p.ResponseComplete(t.Context(), req, &scheduling.Response{Disconnected: true}, nil)
-	if r, tok := p.InFlight(ep.Key()); r != 0 || tok != 0 {
-		t.Errorf("InFlight = %d, %d; want 0, 0", r, tok)
+var accountings = []struct {
+	name   string
+	params Params
+}{
+	{"gie", DefaultParams()},
+	{"llm-d", llmd(true, 1.5, nil)},
+}
+
+// TestAllPrimaryTargetsCharged checks that every target of the primary
+// profile is charged, as in GIE, and that completion releases all of them
+// whichever endpoint it names (GIE releases only the named one).
+func TestAllPrimaryTargetsCharged(t *testing.T) {
+	for _, acc := range accountings {
+		t.Run(acc.name, func(t *testing.T) {
+			p := newProducer(t, acc.params)
+			eps := schedulingtest.Endpoints(3, nil)
+			req := &scheduling.Request{PromptTokens: 8} // gie: 8 + 12; llm-d: 8 + 12 output
+			res := &scheduling.Result{PrimaryProfile: "decode", ProfileResults: map[string]*scheduling.ProfileResult{
+				"decode":  {Targets: []*scheduling.Endpoint{eps[0], nil, eps[1]}},
+				"prefill": {Targets: []*scheduling.Endpoint{eps[2]}},
+			}}
+			p.PreRequest(t.Context(), req, res)
+			for i, want := range []load{{1, 20}, {1, 20}, {}} {
+				if got := inFlight(p, eps[i]); got != want {
+					t.Errorf("after PreRequest: InFlight(%s) = %v, want %v", eps[i].Name(), got, want)
+				}
+			}
+			// The fallback served the request: everything charged is
+			// released, the primary included.
+			p.ResponseComplete(t.Context(), req, &scheduling.Response{EndOfStream: true, Served: eps[1].HostPort()}, eps[1])
+			for _, e := range eps {
+				if got := inFlight(p, e); got != (load{}) {
+					t.Errorf("after completion: InFlight(%s) = %v, want none", e.Name(), got)
+				}
+			}
+		})
+	}
+}
+
+// TestRescheduleMoves checks that a second PreRequest moves the charge to
+// the new targets.
+func TestRescheduleMoves(t *testing.T) {
+	for _, acc := range accountings {
+		t.Run(acc.name, func(t *testing.T) {
+			p := newProducer(t, acc.params)
+			eps := schedulingtest.Endpoints(3, nil)
+			req := &scheduling.Request{PromptTokens: 4} // 4 + 6
+			p.PreRequest(t.Context(), req, resultFor(eps[0], eps[1]))
+			p.PreRequest(t.Context(), req, resultFor(eps[2]))
+			for i, want := range []load{{}, {}, {1, 10}} {
+				if got := inFlight(p, eps[i]); got != want {
+					t.Errorf("InFlight(%s) = %v, want %v", eps[i].Name(), got, want)
+				}
+			}
+			p.ResponseComplete(t.Context(), req, &scheduling.Response{}, eps[0])
+			if got := inFlight(p, eps[2]); got != (load{}) {
+				t.Errorf("after completion: InFlight = %v, want none", got)
+			}
+		})
+	}
+}
+
+// TestHookOrders checks the release paths in both orders of PreRequest and
+// ResponseComplete, called directly: a PreRequest whose response never
+// produced a chunk is released by the completion, and a completion that
+// comes first releases nothing and makes a late PreRequest charge nothing.
+func TestHookOrders(t *testing.T) {
+	for _, acc := range accountings {
+		t.Run(acc.name, func(t *testing.T) {
+			ep := schedulingtest.Endpoint("a").Address("127.0.0.1").Build()
+			other := &scheduling.Request{PromptTokens: 100} // keeps the counter busy
+			t.Run("PreRequest then completion without a response", func(t *testing.T) {
+				p := newProducer(t, acc.params)
+				p.PreRequest(t.Context(), other, resultFor(ep))
+				before := inFlight(p, ep)
+				req := &scheduling.Request{PromptTokens: 40}
+				p.PreRequest(t.Context(), req, resultFor(ep))
+				p.ResponseComplete(t.Context(), req, &scheduling.Response{Disconnected: true}, nil)
+				if got := inFlight(p, ep); got != before {
+					t.Errorf("InFlight = %v, want %v", got, before)
+				}
+			})
+			t.Run("completion then PreRequest", func(t *testing.T) {
+				p := newProducer(t, acc.params)
+				p.PreRequest(t.Context(), other, resultFor(ep))
+				before := inFlight(p, ep)
+				req := &scheduling.Request{PromptTokens: 40}
+				p.ResponseComplete(t.Context(), req, &scheduling.Response{Disconnected: true}, ep)
+				if got := inFlight(p, ep); got != before {
+					t.Errorf("after the early completion: InFlight = %v, want %v", got, before)
+				}
+				p.PreRequest(t.Context(), req, resultFor(ep))
+				p.ResponseStreaming(t.Context(), req, &scheduling.Response{}, []byte("x"), ep)
+				p.ResponseComplete(t.Context(), req, &scheduling.Response{EndOfStream: true}, ep)
+				if got := inFlight(p, ep); got != before {
+					t.Errorf("after the late PreRequest: InFlight = %v, want %v", got, before)
+				}
+			})
+			t.Run("completion of a request never charged, on an idle endpoint", func(t *testing.T) {
+				p := newProducer(t, acc.params)
+				p.ResponseComplete(t.Context(), &scheduling.Request{PromptTokens: 40}, &scheduling.Response{}, ep)
+				if got := inFlight(p, ep); got != (load{}) {
+					t.Errorf("InFlight = %v, want none", got)
+				}
+			})
+		})
 	}
 }
 
 func TestIgnoresUnscheduled(t *testing.T) {
-	p := newProducer(t, DefaultParams())
+	p := newProducer(t, llmd(true, 1.5, nil))
 	req := &scheduling.Request{PromptTokens: 5}
 	p.PreRequest(t.Context(), req, nil)
 	p.PreRequest(t.Context(), req, &scheduling.Result{PrimaryProfile: "x"})
+	p.PreRequest(t.Context(), req, resultFor(nil))
 	p.PreRequest(t.Context(), nil, resultFor(schedulingtest.Endpoint("a").Build()))
 	p.ResponseStreaming(t.Context(), req, &scheduling.Response{}, nil, nil)
 	p.ResponseComplete(t.Context(), req, &scheduling.Response{}, nil)
@@ -256,22 +447,6 @@ func TestIgnoresUnscheduled(t *testing.T) {
 	p.counters.Range(func(_, _ any) bool { n++; return true })
 	if n != 0 {
 		t.Errorf("%d counters created, want 0", n)
-	}
-}
-
-func TestOnlyPrimaryTargetCounted(t *testing.T) {
-	p := newProducer(t, DefaultParams())
-	eps := schedulingtest.Endpoints(3, nil)
-	req := &scheduling.Request{PromptTokens: 8}
-	res := &scheduling.Result{PrimaryProfile: "decode", ProfileResults: map[string]*scheduling.ProfileResult{
-		"decode":  {Targets: []*scheduling.Endpoint{eps[0], eps[1]}},
-		"prefill": {Targets: []*scheduling.Endpoint{eps[2]}},
-	}}
-	p.PreRequest(t.Context(), req, res)
-	for i, want := range []int64{1, 0, 0} {
-		if r, _ := p.InFlight(eps[i].Key()); r != want {
-			t.Errorf("InFlight(%s) requests = %d, want %d", eps[i].Name(), r, want)
-		}
 	}
 }
 
@@ -335,8 +510,8 @@ func TestPrune(t *testing.T) {
 	// A pruned endpoint comes back from zero.
 	again := &scheduling.Request{PromptTokens: 3}
 	p.PreRequest(t.Context(), again, resultFor(gone))
-	if r, tok := p.InFlight(gone.Key()); r != 1 || tok != 3 {
-		t.Errorf("re-added endpoint = %d, %d; want 1, 3", r, tok)
+	if r, tok := p.InFlight(gone.Key()); r != 1 || tok != 3+5 {
+		t.Errorf("re-added endpoint = %d, %d; want 1, 8", r, tok)
 	}
 }
 
@@ -353,60 +528,75 @@ func TestForget(t *testing.T) {
 	p.PreRequest(t.Context(), fresh, resultFor(ep))
 	// The old request releases into the forgotten counter, not the new one.
 	p.ResponseComplete(t.Context(), old, &scheduling.Response{}, ep)
-	if r, tok := p.InFlight(ep.Key()); r != 1 || tok != 7 {
-		t.Errorf("after the old request completed = %d, %d; want 1, 7", r, tok)
+	if r, tok := p.InFlight(ep.Key()); r != 1 || tok != 7+11 {
+		t.Errorf("after the old request completed = %d, %d; want 1, 18", r, tok)
 	}
 }
 
 // TestConcurrent hammers one producer from many goroutines, with pruning on
-// every Produce, and checks the counters come back to exactly zero and are
-// never seen negative. Run with -race.
+// every Produce and some two-target results, and checks the counters come
+// back to exactly zero and are never seen negative. Run with -race.
 func TestConcurrent(t *testing.T) {
-	p := newProducer(t, Params{AddEstimatedOutputTokens: true, OutputRatio: 1.5})
-	clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
-	p.now = func() time.Time { clock.advance(pruneInterval); return clock.now() } // prune every call
-	eps := schedulingtest.Endpoints(8, nil)
-	const workers, perWorker = 8, 300
-	var wg sync.WaitGroup
-	held := make(chan *scheduling.Request, workers*perWorker)
-	for w := range workers {
-		wg.Go(func() {
-			for i := range perWorker {
-				req := &scheduling.Request{PromptTokens: 1 + (w*perWorker+i)%97, MaxOutputTokens: i % 50}
-				p.Produce(t.Context(), req, eps[:w%len(eps)])
-				target := eps[(w+i)%len(eps)]
-				p.PreRequest(t.Context(), req, resultFor(target))
-				for _, e := range eps {
-					if r, tok := p.InFlight(e.Key()); r < 0 || tok < 0 {
-						t.Errorf("negative load %d, %d", r, tok)
+	for _, acc := range accountings {
+		t.Run(acc.name, func(t *testing.T) {
+			p := newProducer(t, acc.params)
+			clock := &fakeClock{t: time.Unix(1_700_000_000, 0)}
+			p.now = func() time.Time { clock.advance(pruneInterval); return clock.now() } // prune every call
+			eps := schedulingtest.Endpoints(8, nil)
+			const workers, perWorker = 8, 300
+			var wg sync.WaitGroup
+			var heldTargets atomic.Int64
+			held := make(chan *scheduling.Request, workers*perWorker)
+			for w := range workers {
+				wg.Go(func() {
+					for i := range perWorker {
+						req := &scheduling.Request{PromptTokens: (w*perWorker + i) % 97, MaxOutputTokens: i % 50}
+						p.Produce(t.Context(), req, eps[:w%len(eps)])
+						target := eps[(w+i)%len(eps)]
+						res := resultFor(target)
+						if i%2 == 0 {
+							res = resultFor(target, eps[(w+i+1)%len(eps)])
+						}
+						p.PreRequest(t.Context(), req, res)
+						for _, e := range eps {
+							if r, tok := p.InFlight(e.Key()); r < 0 || tok < 0 {
+								t.Errorf("negative load %d, %d", r, tok)
+							}
+						}
+						if i%3 == 0 {
+							heldTargets.Add(int64(len(res.Targets())))
+							held <- req // completed later
+							continue
+						}
+						p.ResponseStreaming(t.Context(), req, &scheduling.Response{}, []byte("x"), target)
+						// Completion may be reported from several paths at once.
+						var cw sync.WaitGroup
+						for range 2 {
+							cw.Go(func() { p.ResponseComplete(t.Context(), req, &scheduling.Response{}, target) })
+						}
+						cw.Wait()
 					}
+				})
+			}
+			wg.Wait()
+			close(held)
+			var total int64
+			for _, e := range eps {
+				r, _ := p.InFlight(e.Key())
+				total += r
+			}
+			if want := heldTargets.Load(); total != want {
+				t.Errorf("held requests = %d, want %d", total, want)
+			}
+			for req := range held {
+				p.ResponseComplete(t.Context(), req, &scheduling.Response{Disconnected: true}, nil)
+			}
+			for _, e := range eps {
+				if r, tok := p.InFlight(e.Key()); r != 0 || tok != 0 {
+					t.Errorf("InFlight(%s) = %d, %d after all completed; want 0, 0", e.Name(), r, tok)
 				}
-				if i%3 == 0 {
-					held <- req // completed later
-					continue
-				}
-				p.ResponseStreaming(t.Context(), req, &scheduling.Response{}, []byte("x"), target)
-				p.ResponseComplete(t.Context(), req, &scheduling.Response{}, target)
 			}
 		})
-	}
-	wg.Wait()
-	close(held)
-	var total int64
-	for _, e := range eps {
-		r, _ := p.InFlight(e.Key())
-		total += r
-	}
-	if want := int64(workers * ((perWorker + 2) / 3)); total != want {
-		t.Errorf("held requests = %d, want %d", total, want)
-	}
-	for req := range held {
-		p.ResponseComplete(t.Context(), req, &scheduling.Response{Disconnected: true}, nil)
-	}
-	for _, e := range eps {
-		if r, tok := p.InFlight(e.Key()); r != 0 || tok != 0 {
-			t.Errorf("InFlight(%s) = %d, %d after all completed; want 0, 0", e.Name(), r, tok)
-		}
 	}
 }
 

@@ -3,21 +3,24 @@
 // estimated tokens) the gateway itself has in flight to each endpoint.
 //
 // Unlike utilization-detector it does not wait for scraped metrics: the
-// detector counts a request against its primary target in its PreRequest
-// hook and releases it exactly once in its ResponseComplete hook (end of
-// stream, error or client disconnect). Pool saturation is the total in
-// flight divided by the pool's capacity (endpoints × per-endpoint
-// capacity); as a filter it keeps endpoints below capacity×(1+headroom).
+// detector charges a request to every target of the primary profile in its
+// PreRequest hook and releases the same endpoints exactly once in its
+// ResponseComplete hook (end of stream, error or client disconnect). Pool
+// saturation is the total in flight divided by the pool's capacity
+// (endpoints × per-endpoint capacity); as a filter it keeps endpoints below
+// capacity×(1+headroom).
 //
-// This follows GIE v1.5's concurrency-detector (parameters, formulas, token
-// estimate, and a filter that may remove every endpoint).
+// This follows GIE v1.5's concurrency-detector (parameters, formulas, and a
+// filter that may remove every endpoint). Its counts are those of GIE's
+// inflight-load-producer, which GIE's detector reads: the same targets are
+// charged and tokens are estimated by the same formula,
+// scheduling.EstimateTokens, which the inflight-load-producer also uses.
 package concurrency
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"sync"
 	"sync/atomic"
 
@@ -42,7 +45,8 @@ const (
 type Params struct {
 	// ConcurrencyMode is what is counted: "requests" (each request counts
 	// 1) or "tokens" (each request counts its estimated prompt tokens plus
-	// 1.5 times as many output tokens). Default "requests".
+	// 1.5 times as many output tokens, scheduling.EstimateTokens). Default
+	// "requests".
 	ConcurrencyMode Mode `json:"concurrencyMode"`
 	// MaxConcurrency is one endpoint's ideal number of in-flight requests
 	// in "requests" mode. Default 100; must be > 0.
@@ -100,7 +104,7 @@ type Detector struct {
 	// accumulate.
 	loads sync.Map
 	// chargeKey holds, on each request this instance counted, what it
-	// counted, so the release happens once and on the same endpoint.
+	// counted, so the release happens once and on the same endpoints.
 	chargeKey scheduling.StateKey[*charge]
 }
 
@@ -113,13 +117,27 @@ type load struct {
 	removed  bool
 }
 
-// charge is what one request added to one endpoint's load.
+// charge is what one request added to its targets' loads.
 type charge struct {
-	key      string
-	load     *load
-	tokens   int64
+	tokens   int64 // per target
+	targets  []charged
+	one      [1]charged // backs targets for the usual single target
 	released atomic.Bool
 }
+
+// charged is one endpoint a request was charged to.
+type charged struct {
+	key  string
+	load *load
+}
+
+// completed marks a request whose response has completed: a PreRequest
+// arriving afterwards charges nothing.
+var completed = func() *charge {
+	c := &charge{}
+	c.released.Store(true)
+	return c
+}()
 
 // New builds a detector from validated parameters.
 func New(name string, p Params, h scheduling.Handle) (*Detector, error) {
@@ -150,8 +168,8 @@ func (d *Detector) TypedName() scheduling.TypedName {
 }
 
 // InFlight returns the requests this detector counted against the endpoint
-// that have not completed, and their estimated tokens (see EstimateTokens;
-// unlike scheduling.InFlightLoad's tokens, they include expected output).
+// that have not completed, and their estimated tokens
+// (scheduling.EstimateTokens each).
 func (d *Detector) InFlight(endpointKey string) (requests, tokens int64) {
 	v, ok := d.loads.Load(endpointKey)
 	if !ok {
@@ -212,25 +230,56 @@ func (d *Detector) Filter(_ context.Context, _ *scheduling.Request, endpoints []
 	return kept
 }
 
-// PreRequest implements scheduling.PreRequest: it counts the request (and
-// its estimated tokens) against the primary target. A request counted
-// before (it should not happen) is released first, so counts stay exact.
+// PreRequest implements scheduling.PreRequest: it charges the request (and
+// its estimated tokens) to every target of the primary profile, as GIE's
+// inflight-load-producer does. A request charged before is moved to the new
+// targets, so counts stay exact; a request already completed is not
+// charged.
 func (d *Detector) PreRequest(_ context.Context, req *scheduling.Request, result *scheduling.Result) {
-	targets := result.Targets()
-	if req == nil || len(targets) == 0 || targets[0] == nil {
+	if req == nil {
 		return
 	}
-	d.release(req)
-	c := &charge{key: targets[0].Key(), tokens: EstimateTokens(req)}
-	c.load = d.acquire(c.key, c.tokens)
+	targets := result.Targets()
+	n := 0
+	for _, t := range targets {
+		if t != nil {
+			n++
+		}
+	}
+	if n == 0 {
+		return
+	}
+	old, _ := d.chargeKey.Get(req)
+	if old == completed {
+		return
+	}
+	c := &charge{tokens: scheduling.EstimateTokens(req)}
+	c.targets = c.one[:0]
+	if n > 1 {
+		c.targets = make([]charged, 0, n)
+	}
+	for _, t := range targets {
+		if t != nil {
+			c.targets = append(c.targets, charged{key: t.Key(), load: d.acquire(t.Key(), c.tokens)})
+		}
+	}
 	d.chargeKey.Set(req, c)
+	if old != nil {
+		d.release(old)
+	}
 }
 
 // ResponseComplete implements scheduling.ResponseComplete: it releases what
-// PreRequest counted for the request, once, whatever the outcome.
+// PreRequest charged for the request, once, on the same endpoints,
+// whatever the outcome and whatever endpoint the completion names.
 func (d *Detector) ResponseComplete(_ context.Context, req *scheduling.Request, _ *scheduling.Response, _ *scheduling.Endpoint) {
-	if req != nil {
-		d.release(req)
+	if req == nil {
+		return
+	}
+	c, ok := d.chargeKey.Get(req)
+	d.chargeKey.Set(req, completed)
+	if ok {
+		d.release(c)
 	}
 }
 
@@ -255,39 +304,22 @@ func (d *Detector) acquire(key string, tokens int64) *load {
 	}
 }
 
-// release undoes the request's charge, if any and not yet undone.
-func (d *Detector) release(req *scheduling.Request) {
-	c, ok := d.chargeKey.Get(req)
-	if !ok || c == nil || !c.released.CompareAndSwap(false, true) {
+// release undoes a charge, if not yet undone.
+func (d *Detector) release(c *charge) {
+	if c == nil || !c.released.CompareAndSwap(false, true) {
 		return
 	}
-	d.chargeKey.Delete(req)
-	l := c.load
-	l.mu.Lock()
-	reqs := l.requests.Add(-1)
-	toks := l.tokens.Add(-c.tokens)
-	if reqs == 0 && toks == 0 {
-		l.removed = true
-		d.loads.CompareAndDelete(c.key, l)
-	}
-	l.mu.Unlock()
-}
-
-// EstimateTokens estimates the tokens a request keeps busy on a model
-// server, as GIE's in-flight load producer does: the prompt's tokens plus
-// 1.5 times as many output tokens. The prompt's tokens are
-// Request.PromptTokens or, when that is unknown, the prompt text's length
-// divided by 4 (at least 1 for a non-empty prompt).
-func EstimateTokens(req *scheduling.Request) int64 {
-	in := int64(req.PromptTokens)
-	if in <= 0 {
-		if n := len(req.Prompt.Text); n > 0 {
-			in = max(1, int64(math.Round(float64(n)/4)))
-		} else {
-			return 0
+	for _, t := range c.targets {
+		l := t.load
+		l.mu.Lock()
+		reqs := l.requests.Add(-1)
+		toks := l.tokens.Add(-c.tokens)
+		if reqs <= 0 && toks <= 0 {
+			l.removed = true
+			d.loads.CompareAndDelete(t.key, l)
 		}
+		l.mu.Unlock()
 	}
-	return in + int64(math.Round(float64(in)*1.5))
 }
 
 // Registration registers the concurrency-detector type.

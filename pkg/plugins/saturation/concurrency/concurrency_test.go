@@ -225,15 +225,19 @@ func TestLifecycle(t *testing.T) {
 	d.PreRequest(ctx, r1, result(eps[0], eps[1]))
 	d.PreRequest(ctx, r2, result(eps[0]))
 	check("two requests", 2, 30)
-	if reqs, _ := d.InFlight(eps[1].Key()); reqs != 0 {
-		t.Errorf("fallback target was counted: %d", reqs)
+	// Every primary target is charged, as by GIE's producer.
+	if reqs, toks := d.InFlight(eps[1].Key()); reqs != 1 || toks != 25 {
+		t.Errorf("fallback target: InFlight = %d, %d; want 1, 25", reqs, toks)
 	}
 
-	// Releasing happens once, even if completion is reported twice and
-	// whatever endpoint the completion names.
+	// Releasing happens once, on every endpoint charged, even if completion
+	// is reported twice and whatever endpoint the completion names.
 	d.ResponseComplete(ctx, r1, &scheduling.Response{Disconnected: true}, eps[1])
 	d.ResponseComplete(ctx, r1, &scheduling.Response{EndOfStream: true}, eps[0])
 	check("one released", 1, 5)
+	if reqs, toks := d.InFlight(eps[1].Key()); reqs != 0 || toks != 0 {
+		t.Errorf("fallback target after completion: InFlight = %d, %d", reqs, toks)
+	}
 
 	// A request scheduled again is moved, not counted twice.
 	d.PreRequest(ctx, r2, result(eps[1]))
@@ -276,30 +280,69 @@ func TestInstancesCountSeparately(t *testing.T) {
 	}
 }
 
-func TestEstimateTokens(t *testing.T) {
+// TestTokenEstimate checks that tokens are counted with
+// scheduling.EstimateTokens, the inflight-load-producer's GIE estimate.
+func TestTokenEstimate(t *testing.T) {
 	t.Parallel()
-	tests := []struct {
-		name         string
-		promptTokens int
-		text         string
-		want         int64
-	}{
-		{name: "nothing known", want: 0},
-		{name: "prompt tokens", promptTokens: 100, want: 250},
-		{name: "odd prompt tokens round", promptTokens: 3, want: 3 + 5},
-		{name: "from text, 4 characters a token", text: "1234567890123456", want: 10},
-		{name: "short text is at least one token", text: "a", want: 1 + 2},
-		{name: "prompt tokens win over text", promptTokens: 2, text: "1234567890123456", want: 5},
+	reqs := []*scheduling.Request{
+		{},                  // empty prompt: 1 + 2
+		{PromptTokens: 3},   // 3 + 5
+		{PromptTokens: 100}, // 100 + 150
+		{Prompt: scheduling.Prompt{Text: []byte("Tell me a story about a brave knight.")}}, // 9 + 14
+		{PromptTokens: 2, Prompt: scheduling.Prompt{Text: []byte("1234567890123456")}},     // 2 + 3
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			req := &scheduling.Request{PromptTokens: tt.promptTokens, Prompt: scheduling.Prompt{Text: []byte(tt.text)}}
-			if got := EstimateTokens(req); got != tt.want {
-				t.Errorf("EstimateTokens() = %d, want %d", got, tt.want)
-			}
-		})
+	for i, want := range []int64{3, 8, 250, 23, 5} {
+		d := mustBuild(t, `{"concurrencyMode": "tokens"}`)
+		e := schedulingtest.Endpoint("e").Address("127.0.0.1").Build()
+		d.PreRequest(t.Context(), reqs[i], result(e))
+		if _, toks := d.InFlight(e.Key()); toks != want || toks != scheduling.EstimateTokens(reqs[i]) {
+			t.Errorf("request %d: %d tokens, want %d", i, toks, want)
+		}
 	}
+}
+
+// TestHookOrders checks the release path in both orders of PreRequest and
+// ResponseComplete, called directly.
+func TestHookOrders(t *testing.T) {
+	t.Parallel()
+	e := schedulingtest.Endpoint("e").Address("127.0.0.1").Build()
+	t.Run("PreRequest then completion without a response", func(t *testing.T) {
+		d := mustBuild(t, `{"concurrencyMode": "tokens"}`)
+		busy := send(t, d, e, 1, 100)
+		req := &scheduling.Request{PromptTokens: 40}
+		d.PreRequest(t.Context(), req, result(e))
+		d.ResponseComplete(t.Context(), req, &scheduling.Response{Disconnected: true}, nil)
+		if reqs, toks := d.InFlight(e.Key()); reqs != 1 || toks != 250 {
+			t.Errorf("InFlight = %d, %d; want 1, 250", reqs, toks)
+		}
+		complete(t, d, busy...)
+		if reqs, toks := d.InFlight(e.Key()); reqs != 0 || toks != 0 {
+			t.Errorf("InFlight = %d, %d after all completed", reqs, toks)
+		}
+	})
+	t.Run("completion then PreRequest", func(t *testing.T) {
+		d := mustBuild(t, `{"concurrencyMode": "tokens"}`)
+		busy := send(t, d, e, 1, 100)
+		req := &scheduling.Request{PromptTokens: 40}
+		d.ResponseComplete(t.Context(), req, &scheduling.Response{Disconnected: true}, e)
+		if reqs, toks := d.InFlight(e.Key()); reqs != 1 || toks != 250 {
+			t.Errorf("after the early completion: InFlight = %d, %d; want 1, 250", reqs, toks)
+		}
+		d.PreRequest(t.Context(), req, result(e))
+		if reqs, toks := d.InFlight(e.Key()); reqs != 1 || toks != 250 {
+			t.Errorf("after the late PreRequest: InFlight = %d, %d; want 1, 250", reqs, toks)
+		}
+		complete(t, d, req)
+		complete(t, d, busy...)
+		if reqs, toks := d.InFlight(e.Key()); reqs != 0 || toks != 0 {
+			t.Errorf("InFlight = %d, %d after all completed", reqs, toks)
+		}
+		n := 0
+		d.loads.Range(func(_, _ any) bool { n++; return true })
+		if n != 0 {
+			t.Errorf("%d entries left", n)
+		}
+	})
 }
 
 func TestConcurrentUse(t *testing.T) {
@@ -312,7 +355,11 @@ func TestConcurrentUse(t *testing.T) {
 		wg.Go(func() {
 			for i := range 500 {
 				r := &scheduling.Request{PromptTokens: i % 7}
-				d.PreRequest(ctx, r, result(eps[(g+i)%len(eps)]))
+				res := result(eps[(g+i)%len(eps)])
+				if i%2 == 0 {
+					res = result(eps[(g+i)%len(eps)], eps[(g+i+1)%len(eps)])
+				}
+				d.PreRequest(ctx, r, res)
 				d.Saturation(ctx, eps)
 				d.Filter(ctx, r, eps)
 				// Completion may be reported from several paths at once.

@@ -21,7 +21,7 @@ func TestFactory(t *testing.T) {
 		{name: "empty object", raw: "{}"},
 		{name: "unknown key", raw: `{"threshold": 3}`, wantErr: "threshold"},
 		{name: "wrong type", raw: `[1]`, wantErr: "expected an object"},
-		{name: "trailing data", raw: `{} {}`, wantErr: "unexpected data"},
+		{name: "trailing data", raw: `{} {}`, wantErr: "after top-level value"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

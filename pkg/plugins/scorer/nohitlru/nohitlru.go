@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
@@ -27,6 +28,10 @@ const prefillProfile = "prefill"
 // neutralScore is what every endpoint gets for a warm request.
 const neutralScore = 0.5
 
+// prefixProducerType is the producer of the prefix match the loader adds
+// when a configuration has none (see DefaultProducer).
+const prefixProducerType = "approx-prefix-cache-producer"
+
 // Params configures the scorer.
 type Params struct {
 	// PrefixPluginType is accepted for compatibility with llm-d
@@ -38,9 +43,14 @@ type Params struct {
 	// prefixPluginType. Default "prefix-cache-scorer".
 	PrefixPluginName string `json:"prefixPluginName"`
 	// LRUSize is the number of endpoints whose last cold request is
-	// remembered; older ones count as never used. > 0. Default 1024.
+	// remembered: the lruSize most recently used ones. The others count as
+	// never used. The scorer keeps at most 2 × lruSize endpoint keys, so it
+	// also bounds the scorer's memory. In [1, MaxLRUSize]. Default 1024.
 	LRUSize int `json:"lruSize"`
 }
+
+// MaxLRUSize bounds lruSize: 1048576 endpoints, far more than a pool has.
+const MaxLRUSize = 1 << 20
 
 // DefaultParams returns llm-d's defaults.
 func DefaultParams() Params {
@@ -50,8 +60,8 @@ func DefaultParams() Params {
 // Validate reports every invalid parameter.
 func (p *Params) Validate() error {
 	var errs []error
-	if p.LRUSize <= 0 {
-		errs = append(errs, fmt.Errorf("lruSize: must be > 0, got %d", p.LRUSize))
+	if p.LRUSize <= 0 || p.LRUSize > MaxLRUSize {
+		errs = append(errs, fmt.Errorf("lruSize: must be in [1, %d], got %d", MaxLRUSize, p.LRUSize))
 	}
 	return errors.Join(errs...)
 }
@@ -68,8 +78,8 @@ func New(name string, p Params, _ scheduling.Handle) (*Scorer, error) {
 	if name == "" {
 		name = Type
 	}
-	if p.LRUSize <= 0 {
-		return nil, fmt.Errorf("lruSize: must be > 0, got %d", p.LRUSize)
+	if err := p.Validate(); err != nil {
+		return nil, err
 	}
 	return &Scorer{
 		typedName: scheduling.TypedName{Type: Type, Name: name},
@@ -86,6 +96,18 @@ func (s *Scorer) Category() scheduling.ScorerCategory { return scheduling.Distri
 
 // Consumes implements scheduling.DataConsumer.
 func (s *Scorer) Consumes() []string { return []string{scheduling.PrefixMatchKey.Name()} }
+
+// DefaultProducer implements scheduling.DefaultProducer: without a
+// configured producer of the prefix match, the loader adds an
+// approx-prefix-cache-producer. The scorer passes no parameters, so a
+// prefix-cache-scorer's parameters win when one is configured; otherwise
+// the producer takes its defaults.
+func (s *Scorer) DefaultProducer(key string) (pluginType string, params []byte, ok bool) {
+	if key == scheduling.PrefixMatchKey.Name() {
+		return prefixProducerType, nil, true
+	}
+	return "", nil, false
+}
 
 // Score implements scheduling.Scorer. Warm requests score 0.5 everywhere.
 // For cold requests, endpoints that never received a cold request (among
@@ -213,89 +235,191 @@ type scratch struct {
 
 var scratchPool = sync.Pool{New: func() any { return &scratch{} }}
 
-// recency is a bounded LRU of endpoint keys. Each entry carries the
-// sequence number of its last use, so ranking candidates needs only a
-// lookup per candidate, under a read lock.
+// recency remembers the sequence number of the last cold request of the
+// cap most recently used endpoints; the others count as never used. It
+// takes no lock:
+//
+//   - Each known endpoint key has a slot holding its sequence number and
+//     its state (remembered, forgotten, or removed) in one atomic word;
+//     every state change is a compare-and-swap on that word, so a use and
+//     a concurrent eviction of the same slot cannot both win.
+//   - The key → slot map is an immutable snapshot behind an atomic
+//     pointer. Scoring loads it once and reads each candidate's slot with
+//     an atomic load.
+//   - Recording a use of a known key raises (or revives) its slot, without
+//     allocating. When that makes more than cap slots remembered, the least
+//     recently used one is found by a scan of the snapshot (O(cap), no
+//     allocation) and marked forgotten.
+//   - Only a key the snapshot lacks copies the snapshot (O(cap)), once per
+//     endpoint while the pool has at most 2×cap endpoints. When the
+//     snapshot already holds 2×cap keys, the copy leaves out the forgotten
+//     ones (their slots become removed), which bounds the memory.
+//
+// live counts the remembered slots, minus the evictions under way: an
+// evictor first takes its unit from live, then forgets one slot.
 type recency struct {
-	mu      sync.RWMutex
-	cap     int
-	seq     uint64
-	entries map[string]*recencyEntry
-	// head is the most recently used entry, tail the least; the list is
-	// doubly linked through prev and next.
-	head, tail *recencyEntry
+	cap  int
+	seq  atomic.Uint64 // the last sequence number handed out
+	live atomic.Int64
+	snap atomic.Pointer[map[string]*slot]
+
+	// afterScan, when set by a test, runs in forgetOldest between the scan
+	// and the compare-and-swap that forgets the slot it found.
+	afterScan func(oldest *slot)
 }
 
-type recencyEntry struct {
-	key        string
-	seq        uint64
-	prev, next *recencyEntry
+// slot holds an endpoint's last-use sequence number and its state.
+type slot struct{ v atomic.Uint64 }
+
+const (
+	// forgotten marks a slot that is no longer among the cap most recently
+	// used; a later use revives it.
+	forgotten = 1 << 63
+	// removed marks a slot dropped from the snapshot; it is never used
+	// again, and a later use of its key gets a new slot.
+	removed = 1 << 62
+	// stateBits are the state flags of a slot.
+	stateBits = forgotten | removed
+)
+
+func newSlot(seq uint64) *slot {
+	s := &slot{}
+	s.v.Store(seq)
+	return s
+}
+
+// use records a use with sequence number seq: it raises a remembered
+// slot's number (unless it is larger already) or revives a forgotten slot.
+// It reports whether the slot took the use (false for a removed slot) and
+// whether it revived the slot.
+func (s *slot) use(seq uint64) (ok, revived bool) {
+	for {
+		v := s.v.Load()
+		switch {
+		case v&removed != 0:
+			return false, false
+		case v&forgotten != 0:
+			if s.v.CompareAndSwap(v, seq) {
+				return true, true
+			}
+		case v >= seq:
+			return true, false
+		default:
+			if s.v.CompareAndSwap(v, seq) {
+				return true, false
+			}
+		}
+	}
 }
 
 func newRecency(capacity int) *recency {
-	return &recency{cap: capacity, entries: make(map[string]*recencyEntry, min(capacity, 4096))}
+	r := &recency{cap: capacity}
+	r.snap.Store(&map[string]*slot{})
+	return r
 }
 
-// touch marks key as the most recently used, evicting the least recently
-// used key beyond the capacity.
+// touch records a use of key as the most recent.
 func (r *recency) touch(key string) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.seq++
-	if e, ok := r.entries[key]; ok {
-		e.seq = r.seq
-		if e != r.head {
-			r.unlink(e)
-			r.pushFront(e)
+	seq := r.seq.Add(1)
+	for {
+		old := r.snap.Load()
+		cur := *old
+		if sl := cur[key]; sl != nil {
+			if ok, revived := sl.use(seq); ok {
+				if revived {
+					r.added()
+				}
+				return
+			}
+			// Removed: the key needs a new slot.
 		}
-		return
-	}
-	if len(r.entries) >= r.cap {
-		old := r.tail
-		r.unlink(old)
-		delete(r.entries, old.key)
-	}
-	e := &recencyEntry{key: key, seq: r.seq}
-	r.entries[key] = e
-	r.pushFront(e)
-}
-
-func (r *recency) unlink(e *recencyEntry) {
-	if e.prev != nil {
-		e.prev.next = e.next
-	} else {
-		r.head = e.next
-	}
-	if e.next != nil {
-		e.next.prev = e.prev
-	} else {
-		r.tail = e.prev
-	}
-	e.prev, e.next = nil, nil
-}
-
-func (r *recency) pushFront(e *recencyEntry) {
-	e.next = r.head
-	if r.head != nil {
-		r.head.prev = e
-	}
-	r.head = e
-	if r.tail == nil {
-		r.tail = e
+		if r.snap.CompareAndSwap(old, r.with(cur, key, seq)) {
+			r.added()
+			return
+		}
 	}
 }
 
-// lastUse appends to dst, in candidate order, the candidates that are in
-// the LRU with their last-use sequence numbers.
+// with returns a copy of m in which key has a new slot remembering seq.
+// When m holds 2×cap keys, the copy leaves out the forgotten ones, marking
+// them removed; a slot revived meanwhile stays. Removed slots are left out
+// always.
+func (r *recency) with(m map[string]*slot, key string, seq uint64) *map[string]*slot {
+	compact := len(m) >= 2*r.cap
+	size := len(m) + 1
+	if compact {
+		size = r.cap + 1
+	}
+	next := make(map[string]*slot, size)
+	for k, sl := range m {
+		if k == key {
+			continue
+		}
+		v := sl.v.Load()
+		if v&removed != 0 || compact && v&forgotten != 0 && sl.v.CompareAndSwap(v, v|removed) {
+			continue
+		}
+		next[k] = sl
+	}
+	next[key] = newSlot(seq)
+	return &next
+}
+
+// added accounts for a slot that became remembered and forgets the least
+// recently used ones while more than cap are.
+func (r *recency) added() {
+	r.live.Add(1)
+	for {
+		n := r.live.Load()
+		if n <= int64(r.cap) {
+			return
+		}
+		if r.live.CompareAndSwap(n, n-1) {
+			r.forgetOldest()
+		}
+	}
+}
+
+// forgetOldest marks the remembered slot with the smallest sequence number
+// forgotten. A use of that slot racing with it makes the compare-and-swap
+// fail, and the scan starts over. The caller took a unit from live, so
+// at least one remembered slot is there to forget (the scan can miss it
+// only while other slots change state under it, and then scans again).
+func (r *recency) forgetOldest() {
+	for {
+		var (
+			oldest *slot
+			seq    uint64
+		)
+		for _, sl := range *r.snap.Load() {
+			if v := sl.v.Load(); v&stateBits == 0 && (oldest == nil || v < seq) {
+				oldest, seq = sl, v
+			}
+		}
+		if oldest == nil {
+			continue
+		}
+		if r.afterScan != nil {
+			r.afterScan(oldest)
+		}
+		if oldest.v.CompareAndSwap(seq, seq|forgotten) {
+			return
+		}
+	}
+}
+
+// lastUse appends to dst, in candidate order, the candidates that are
+// remembered with their last-use sequence numbers.
 func (r *recency) lastUse(endpoints []*scheduling.Endpoint, dst []use) []use {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	if len(r.entries) == 0 {
+	m := *r.snap.Load()
+	if len(m) == 0 {
 		return dst
 	}
 	for i, e := range endpoints {
-		if en, ok := r.entries[e.Key()]; ok {
-			dst = append(dst, use{index: i, seq: en.seq})
+		if sl := m[e.Key()]; sl != nil {
+			if v := sl.v.Load(); v&stateBits == 0 {
+				dst = append(dst, use{index: i, seq: v})
+			}
 		}
 	}
 	return dst
@@ -303,10 +427,17 @@ func (r *recency) lastUse(endpoints []*scheduling.Endpoint, dst []use) []use {
 
 // len returns the number of remembered endpoints.
 func (r *recency) len() int {
-	r.mu.RLock()
-	defer r.mu.RUnlock()
-	return len(r.entries)
+	n := 0
+	for _, sl := range *r.snap.Load() {
+		if sl.v.Load()&stateBits == 0 {
+			n++
+		}
+	}
+	return n
 }
+
+// keys returns the number of endpoint keys kept, remembered or not.
+func (r *recency) keys() int { return len(*r.snap.Load()) }
 
 // Registration registers no-hit-lru-scorer.
 var Registration = scheduling.Registration{
@@ -317,7 +448,8 @@ var Registration = scheduling.Registration{
 
 // Interface guards.
 var (
-	_ scheduling.Scorer       = (*Scorer)(nil)
-	_ scheduling.DataConsumer = (*Scorer)(nil)
-	_ scheduling.PreRequest   = (*Scorer)(nil)
+	_ scheduling.Scorer          = (*Scorer)(nil)
+	_ scheduling.DataConsumer    = (*Scorer)(nil)
+	_ scheduling.DefaultProducer = (*Scorer)(nil)
+	_ scheduling.PreRequest      = (*Scorer)(nil)
 )

@@ -1,10 +1,12 @@
 package nohitlru
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -38,8 +40,11 @@ func TestParams(t *testing.T) {
 		{name: "null", raw: "null", wantSize: 1024},
 		{name: "empty object", raw: "{}", wantSize: 1024},
 		{name: "llm-d keys", raw: `{"prefixPluginType": "prefix-cache-scorer", "prefixPluginName": "my-prefix", "lruSize": 16}`, wantSize: 16},
-		{name: "lruSize 0", raw: `{"lruSize": 0}`, wantErrs: []string{"lruSize: must be > 0, got 0"}},
-		{name: "negative lruSize", raw: `{"lruSize": -3}`, wantErrs: []string{"lruSize: must be > 0, got -3"}},
+		{name: "largest lruSize", raw: `{"lruSize": 1048576}`, wantSize: MaxLRUSize},
+		{name: "lruSize 0", raw: `{"lruSize": 0}`, wantErrs: []string{"lruSize: must be in [1, 1048576], got 0"}},
+		{name: "negative lruSize", raw: `{"lruSize": -3}`, wantErrs: []string{"lruSize: must be in [1, 1048576], got -3"}},
+		{name: "lruSize too large", raw: `{"lruSize": 1048577}`, wantErrs: []string{"lruSize: must be in [1, 1048576], got 1048577"}},
+		{name: "lruSize that would overflow", raw: `{"lruSize": 9223372036854775807}`, wantErrs: []string{"lruSize: must be in [1, 1048576], got 9223372036854775807"}},
 		{name: "unknown key", raw: `{"size": 3}`, wantErrs: []string{`unknown field "size"`}},
 		{name: "llm-d producer name is not supported", raw: `{"prefixMatchInfoProducerName": "p"}`, wantErrs: []string{`unknown field "prefixMatchInfoProducerName"`}},
 		{name: "wrong type", raw: `{"lruSize": "big"}`, wantErrs: []string{"lruSize: expected an integer"}},
@@ -93,6 +98,19 @@ func TestNew(t *testing.T) {
 	}
 	if got := s.Consumes(); !slices.Equal(got, []string{scheduling.PrefixMatchKey.Name()}) {
 		t.Errorf("Consumes = %v", got)
+	}
+}
+
+func TestDefaultProducer(t *testing.T) {
+	s := newScorer(t, "")
+	typ, params, ok := s.DefaultProducer(scheduling.PrefixMatchKey.Name())
+	if !ok || typ != "approx-prefix-cache-producer" || params != nil {
+		t.Errorf("DefaultProducer(prefix match) = %q, %q, %v; want approx-prefix-cache-producer, nil, true", typ, params, ok)
+	}
+	for _, key := range []string{scheduling.InFlightLoadKey.Name(), "", "something-else"} {
+		if typ, params, ok := s.DefaultProducer(key); ok || typ != "" || params != nil {
+			t.Errorf("DefaultProducer(%q) = %q, %q, %v; want nothing", key, typ, params, ok)
+		}
 	}
 }
 
@@ -275,5 +293,164 @@ func TestConcurrentUse(t *testing.T) {
 	wg.Wait()
 	if n := s.lru.len(); n > 8 {
 		t.Errorf("LRU holds %d > lruSize 8", n)
+	}
+}
+
+// remembered returns the keys the recency remembers, least recently used
+// first.
+func remembered(r *recency, eps []*scheduling.Endpoint) []string {
+	used := r.lastUse(eps, nil)
+	slices.SortFunc(used, func(a, b use) int { return cmp.Compare(a.seq, b.seq) })
+	out := make([]string, len(used))
+	for i, u := range used {
+		out[i] = eps[u.index].Key()
+	}
+	return out
+}
+
+// TestRecencyMatchesLRU replays random uses through the recency and through
+// a plain LRU list: both remember the same keys in the same order.
+func TestRecencyMatchesLRU(t *testing.T) {
+	for _, capacity := range []int{1, 2, 5, 30, 100} {
+		t.Run(fmt.Sprint(capacity), func(t *testing.T) {
+			eps := schedulingtest.Endpoints(40, nil)
+			r := newRecency(capacity)
+			var ref []string // least recently used first
+			rng := rand.New(rand.NewPCG(uint64(capacity), 9))
+			for i := range 2000 {
+				k := eps[rng.IntN(len(eps))].Key()
+				r.touch(k)
+				ref = append(slices.DeleteFunc(ref, func(x string) bool { return x == k }), k)
+				if len(ref) > capacity {
+					ref = ref[1:]
+				}
+				if got := remembered(r, eps); !slices.Equal(got, ref) {
+					t.Fatalf("after use %d of %s: remembered %v, want %v", i, k, got, ref)
+				}
+				if r.len() != len(ref) || r.live.Load() != int64(len(ref)) {
+					t.Fatalf("after use %d: len, live = %d, %d; want %d", i, r.len(), r.live.Load(), len(ref))
+				}
+				if r.keys() > 2*capacity {
+					t.Fatalf("after use %d: keeps %d keys > 2 × %d", i, r.keys(), capacity)
+				}
+			}
+		})
+	}
+}
+
+// TestRecencyKeepsRacingUse makes a use of an endpoint land on its slot
+// between the scan that chose it as the least recently used and the
+// compare-and-swap that forgets it: the use is not lost, and the next
+// oldest is forgotten instead.
+func TestRecencyKeepsRacingUse(t *testing.T) {
+	eps := schedulingtest.Endpoints(3, nil)
+	a, b, c := eps[0].Key(), eps[1].Key(), eps[2].Key()
+	r := newRecency(2)
+	r.touch(a)
+	r.touch(b)
+	r.afterScan = func(oldest *slot) {
+		r.afterScan = nil
+		if ok, _ := oldest.use(r.seq.Add(1)); !ok {
+			t.Error("the slot chosen to be forgotten is gone")
+		}
+	}
+	r.touch(c) // a is chosen, then used again: b goes
+	if got, want := remembered(r, eps), []string{c, a}; !slices.Equal(got, want) {
+		t.Errorf("remembered %v, want %v", got, want)
+	}
+	if r.len() != 2 || r.live.Load() != 2 {
+		t.Errorf("len, live = %d, %d; want 2, 2", r.len(), r.live.Load())
+	}
+}
+
+// TestRecencyRevives checks that a forgotten endpoint that comes back
+// reuses its slot (no copy of the snapshot), and that keys beyond 2×lruSize
+// are dropped and get a new slot when they come back.
+func TestRecencyRevives(t *testing.T) {
+	eps := schedulingtest.Endpoints(6, nil)
+	k := func(i int) string { return eps[i].Key() }
+	r := newRecency(2)
+	r.touch(k(0))
+	r.touch(k(1))
+	r.touch(k(2)) // forgets 0
+	before := r.snap.Load()
+	r.touch(k(0)) // revives 0, forgets 1
+	if r.snap.Load() != before {
+		t.Error("reviving a forgotten endpoint copied the snapshot")
+	}
+	if got, want := remembered(r, eps), []string{k(2), k(0)}; !slices.Equal(got, want) {
+		t.Errorf("remembered %v, want %v", got, want)
+	}
+	r.touch(k(3)) // four keys kept: 2 and 3 remembered, 0 and 1 forgotten
+	if r.keys() != 4 {
+		t.Fatalf("keeps %d keys, want 4", r.keys())
+	}
+	old := (*r.snap.Load())[k(1)]
+	r.touch(k(4)) // 2×lruSize keys kept: the copy drops the forgotten ones
+	if r.keys() != 3 {
+		t.Errorf("keeps %d keys after compaction, want 3", r.keys())
+	}
+	if old.v.Load()&removed == 0 {
+		t.Error("a dropped slot is not marked removed")
+	}
+	if ok, _ := old.use(r.seq.Add(1)); ok {
+		t.Error("a removed slot took a use")
+	}
+	r.touch(k(1)) // comes back with a new slot
+	if got, want := remembered(r, eps), []string{k(4), k(1)}; !slices.Equal(got, want) {
+		t.Errorf("remembered %v, want %v", got, want)
+	}
+	if (*r.snap.Load())[k(1)] == old {
+		t.Error("a removed slot was put back")
+	}
+}
+
+// TestConcurrentRecency records from many goroutines: the bound holds up
+// to the recordings under way, exactly once they are done, and a quiet
+// period afterwards leaves exactly the last lruSize keys used.
+func TestConcurrentRecency(t *testing.T) {
+	const capacity = 6
+	eps := schedulingtest.Endpoints(24, nil)
+	r := newRecency(capacity)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			rng := rand.New(rand.NewPCG(uint64(g), 1))
+			for range 2000 {
+				r.touch(eps[rng.IntN(len(eps))].Key())
+				// A use that revives or adds a slot forgets the oldest
+				// right after: with 8 recorders, at most 8 more for a
+				// moment.
+				if n := r.len(); n > capacity+8 {
+					t.Errorf("remembers %d > %d + 8", n, capacity)
+					return
+				}
+			}
+		})
+		wg.Go(func() {
+			for range 500 {
+				for _, u := range r.lastUse(eps, nil) {
+					if u.seq&stateBits != 0 {
+						t.Error("lastUse reported a forgotten or removed slot")
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if n := r.live.Load(); n != int64(r.len()) || n > capacity {
+		t.Errorf("live = %d, remembered slots = %d, lruSize %d", n, r.len(), capacity)
+	}
+	if r.keys() > 2*capacity+8 {
+		t.Errorf("keeps %d keys", r.keys())
+	}
+	var want []string
+	for _, e := range eps[:capacity] {
+		r.touch(e.Key())
+		want = append(want, e.Key())
+	}
+	if got := remembered(r, eps); !slices.Equal(got, want) {
+		t.Errorf("remembered %v, want %v", got, want)
 	}
 }

@@ -7,18 +7,24 @@ import (
 )
 
 // indexerMetrics are the producer's collectors, named as in GIE v1.5.
+// Every producer instance has its own index, so the size gauge carries a
+// plugin_name label; the histograms add up the observations of all
+// instances, as in GIE.
 type indexerMetrics struct {
-	size     prometheus.Gauge
+	size     prometheus.Gauge // this instance's child of the size vector
 	hitRatio prometheus.Histogram
 	hitBytes prometheus.Histogram
 }
 
-func newIndexerMetrics(reg prometheus.Registerer) (*indexerMetrics, error) {
-	size, err := registerOrReuse[prometheus.Gauge](reg, prometheus.NewGauge(prometheus.GaugeOpts{
+// newIndexerMetrics registers the collectors on reg, or reuses those
+// already registered there (another instance, or a configuration reload),
+// and resolves the size gauge of the instance named pluginName.
+func newIndexerMetrics(reg prometheus.Registerer, pluginName string) (*indexerMetrics, error) {
+	sizeVec, err := registerOrReuse(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "inference_extension",
 		Name:      "prefix_indexer_size",
-		Help:      "Number of block hashes held by the approximate prefix-cache index.",
-	}))
+		Help:      "Number of block hashes held by the approximate prefix-cache index of a producer instance.",
+	}, []string{"plugin_name"}))
 	if err != nil {
 		return nil, err
 	}
@@ -40,7 +46,7 @@ func newIndexerMetrics(reg prometheus.Registerer) (*indexerMetrics, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &indexerMetrics{size: size, hitRatio: ratio, hitBytes: hitBytes}, nil
+	return &indexerMetrics{size: sizeVec.WithLabelValues(pluginName), hitRatio: ratio, hitBytes: hitBytes}, nil
 }
 
 // registerOrReuse registers c, or returns the collector already registered

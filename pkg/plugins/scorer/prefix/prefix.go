@@ -38,6 +38,26 @@ const (
 	prefillProfile = "prefill"
 )
 
+// Upper bounds of the size parameters. They keep every derived quantity
+// (block bytes = blockSizeTokens × 4, hashes per request, matched bytes =
+// blocks × block bytes, LRU node indices) far from overflow, also with a
+// 32-bit int, and bound the memory one request or one endpoint can cost.
+const (
+	// MaxBlockSizeTokens bounds blockSizeTokens (and the engine's block
+	// size used by autoTune): 65536 tokens, 256 KiB of prompt per block.
+	MaxBlockSizeTokens = 1 << 16
+	// MaxPrefixBlocks bounds maxPrefixBlocksToMatch, and so the hashes of
+	// one request: 1048576 blocks, 8 MiB of hashes.
+	MaxPrefixBlocks = 1 << 20
+	// MaxPrefixTokens bounds maxPrefixTokensToMatch: 1048576 tokens, so
+	// maxPrefixTokensToMatch / block size never exceeds MaxPrefixBlocks.
+	MaxPrefixTokens = 1 << 20
+	// MaxLRUCapacityPerServer bounds lruCapacityPerServer (and the
+	// engine's number of KV-cache blocks used by autoTune): 16777216 block
+	// hashes per endpoint.
+	MaxLRUCapacityPerServer = 1 << 24
+)
+
 // Params configures both plugins of this package. Keys are those of GIE
 // v1.0 to v1.5.
 //
@@ -55,9 +75,9 @@ type Params struct {
 	// cache blocks, when the model server reports them. Default true.
 	AutoTune bool `json:"autoTune"`
 	// BlockSizeTokens is the block size in tokens (one token is taken as 4
-	// bytes of prompt). Default 16. Must be > 0 when autoTune is false; 0
-	// with autoTune means "only the engine's block size" (no matching while
-	// it is unknown).
+	// bytes of prompt). In [0, MaxBlockSizeTokens]. Default 16. Must be > 0
+	// when autoTune is false; 0 with autoTune means "only the engine's block
+	// size" (no matching while it is unknown).
 	BlockSizeTokens int `json:"blockSizeTokens"`
 	// BlockSize is GIE v1.3's block size in characters. Deprecated and
 	// ignored: use blockSizeTokens.
@@ -66,16 +86,17 @@ type Params struct {
 	// ignored: use blockSizeTokens.
 	HashBlockSize int `json:"hashBlockSize,omitempty"`
 	// MaxPrefixBlocksToMatch caps the number of leading blocks hashed and
-	// matched; longer prompts are truncated. Default 256. Must be > 0 unless
-	// maxPrefixTokensToMatch is set.
+	// matched; longer prompts are truncated. In [0, MaxPrefixBlocks].
+	// Default 256. Must be > 0 unless maxPrefixTokensToMatch is set.
 	MaxPrefixBlocksToMatch int `json:"maxPrefixBlocksToMatch"`
 	// MaxPrefixTokensToMatch, when > 0, replaces maxPrefixBlocksToMatch by
-	// maxPrefixTokensToMatch / block size. Default 0.
+	// maxPrefixTokensToMatch / block size. In [0, MaxPrefixTokens]. Default
+	// 0.
 	MaxPrefixTokensToMatch int `json:"maxPrefixTokensToMatch"`
 	// LRUCapacityPerServer is the number of block hashes remembered per
 	// endpoint when autoTune is off or the endpoint does not report its
-	// number of KV cache blocks. Default 31250 (about 500k tokens of 16-token
-	// blocks).
+	// number of KV cache blocks. In [1, MaxLRUCapacityPerServer]. Default
+	// 31250 (about 500k tokens of 16-token blocks).
 	LRUCapacityPerServer int `json:"lruCapacityPerServer"`
 }
 
@@ -96,6 +117,8 @@ func (p *Params) Validate() error {
 	switch {
 	case p.BlockSizeTokens < 0:
 		errs = append(errs, fmt.Errorf("blockSizeTokens: must be >= 0, got %d", p.BlockSizeTokens))
+	case p.BlockSizeTokens > MaxBlockSizeTokens:
+		errs = append(errs, fmt.Errorf("blockSizeTokens: must be <= %d, got %d", MaxBlockSizeTokens, p.BlockSizeTokens))
 	case p.BlockSizeTokens == 0 && !p.AutoTune:
 		errs = append(errs, fmt.Errorf("blockSizeTokens: must be > 0 when autoTune is false, got %d", p.BlockSizeTokens))
 	}
@@ -113,14 +136,22 @@ func (p *Params) Validate() error {
 	switch {
 	case p.MaxPrefixBlocksToMatch < 0:
 		errs = append(errs, fmt.Errorf("maxPrefixBlocksToMatch: must be >= 0, got %d", p.MaxPrefixBlocksToMatch))
+	case p.MaxPrefixBlocksToMatch > MaxPrefixBlocks:
+		errs = append(errs, fmt.Errorf("maxPrefixBlocksToMatch: must be <= %d, got %d", MaxPrefixBlocks, p.MaxPrefixBlocksToMatch))
 	case p.MaxPrefixBlocksToMatch == 0 && p.MaxPrefixTokensToMatch <= 0:
 		errs = append(errs, fmt.Errorf("maxPrefixBlocksToMatch: must be > 0 unless maxPrefixTokensToMatch is set, got %d", p.MaxPrefixBlocksToMatch))
 	}
-	if p.MaxPrefixTokensToMatch < 0 {
+	switch {
+	case p.MaxPrefixTokensToMatch < 0:
 		errs = append(errs, fmt.Errorf("maxPrefixTokensToMatch: must be >= 0, got %d", p.MaxPrefixTokensToMatch))
+	case p.MaxPrefixTokensToMatch > MaxPrefixTokens:
+		errs = append(errs, fmt.Errorf("maxPrefixTokensToMatch: must be <= %d, got %d", MaxPrefixTokens, p.MaxPrefixTokensToMatch))
 	}
-	if p.LRUCapacityPerServer <= 0 {
+	switch {
+	case p.LRUCapacityPerServer <= 0:
 		errs = append(errs, fmt.Errorf("lruCapacityPerServer: must be > 0, got %d", p.LRUCapacityPerServer))
+	case p.LRUCapacityPerServer > MaxLRUCapacityPerServer:
+		errs = append(errs, fmt.Errorf("lruCapacityPerServer: must be <= %d, got %d", MaxLRUCapacityPerServer, p.LRUCapacityPerServer))
 	}
 	return errors.Join(errs...)
 }
@@ -139,10 +170,11 @@ func (p *Params) deprecatedKeys() []string {
 
 // blockSizeFor returns the block size in tokens for a request with these
 // candidates: with autoTune the first candidate's KV-cache block size when
-// known, else blockSizeTokens.
+// known (a reported size above MaxBlockSizeTokens counts as unknown), else
+// blockSizeTokens.
 func (p *Params) blockSizeFor(candidates []*scheduling.Endpoint) int {
 	if p.AutoTune && len(candidates) > 0 {
-		if bs := candidates[0].Metrics().CacheBlockSize; bs > 0 {
+		if bs := candidates[0].Metrics().CacheBlockSize; bs > 0 && bs <= MaxBlockSizeTokens {
 			return bs
 		}
 	}
@@ -158,11 +190,12 @@ func (p *Params) maxBlocksFor(blockSize int) int {
 }
 
 // capacityFor returns the index capacity of an endpoint: with autoTune its
-// number of KV cache blocks when known, else lruCapacityPerServer.
+// number of KV cache blocks when known (at most MaxLRUCapacityPerServer),
+// else lruCapacityPerServer.
 func (p *Params) capacityFor(e *scheduling.Endpoint) int {
 	if p.AutoTune {
 		if n := e.Metrics().CacheNumBlocks; n > 0 {
-			return n
+			return min(n, MaxLRUCapacityPerServer)
 		}
 	}
 	return p.LRUCapacityPerServer

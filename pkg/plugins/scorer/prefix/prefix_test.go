@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"strings"
@@ -146,6 +147,16 @@ func TestParams(t *testing.T) {
 		{name: "negative maxPrefixBlocksToMatch", raw: `{"maxPrefixBlocksToMatch": -1}`, wantErrs: []string{"maxPrefixBlocksToMatch: must be >= 0, got -1"}},
 		{name: "negative maxPrefixTokensToMatch", raw: `{"maxPrefixTokensToMatch": -1}`, wantErrs: []string{"maxPrefixTokensToMatch: must be >= 0, got -1"}},
 		{name: "lruCapacityPerServer 0", raw: `{"lruCapacityPerServer": 0}`, wantErrs: []string{"lruCapacityPerServer: must be > 0, got 0"}},
+		{name: "largest sizes", raw: `{"blockSizeTokens": 65536, "maxPrefixBlocksToMatch": 1048576, "maxPrefixTokensToMatch": 1048576, "lruCapacityPerServer": 16777216}`,
+			want: with(func(p *Params) {
+				p.BlockSizeTokens, p.MaxPrefixBlocksToMatch, p.MaxPrefixTokensToMatch, p.LRUCapacityPerServer = MaxBlockSizeTokens, MaxPrefixBlocks, MaxPrefixTokens, MaxLRUCapacityPerServer
+			})},
+		{name: "blockSizeTokens too large", raw: `{"blockSizeTokens": 65537}`, wantErrs: []string{"blockSizeTokens: must be <= 65536, got 65537"}},
+		{name: "maxPrefixBlocksToMatch too large", raw: `{"maxPrefixBlocksToMatch": 1048577}`, wantErrs: []string{"maxPrefixBlocksToMatch: must be <= 1048576, got 1048577"}},
+		{name: "maxPrefixTokensToMatch too large", raw: `{"maxPrefixTokensToMatch": 1048577}`, wantErrs: []string{"maxPrefixTokensToMatch: must be <= 1048576, got 1048577"}},
+		{name: "lruCapacityPerServer too large", raw: `{"lruCapacityPerServer": 16777217}`, wantErrs: []string{"lruCapacityPerServer: must be <= 16777216, got 16777217"}},
+		{name: "overflowing sizes", raw: `{"blockSizeTokens": 4611686018427387904, "maxPrefixBlocksToMatch": 9223372036854775807, "maxPrefixTokensToMatch": 9223372036854775807, "lruCapacityPerServer": 9223372036854775807}`,
+			wantErrs: []string{"blockSizeTokens: must be <= 65536", "maxPrefixBlocksToMatch: must be <= 1048576", "maxPrefixTokensToMatch: must be <= 1048576", "lruCapacityPerServer: must be <= 16777216"}},
 		{name: "every problem at once", raw: `{"blockSizeTokens": -1, "maxPrefixTokensToMatch": -5, "lruCapacityPerServer": -2}`,
 			wantErrs: []string{"blockSizeTokens: must be >= 0, got -1", "maxPrefixTokensToMatch: must be >= 0, got -5", "lruCapacityPerServer: must be > 0, got -2"}},
 		{name: "unknown key", raw: `{"blockSizeToken": 16}`, wantErrs: []string{`unknown field "blockSizeToken"`}},
@@ -579,6 +590,8 @@ func TestAutoTune(t *testing.T) {
 			wantBlockSize: 32, wantTotal: 2, wantCapacity: 31250},
 		{name: "block cap", raw: `{"maxPrefixBlocksToMatch": 3}`, wantBlockSize: 16, wantTotal: 3, wantCapacity: 31250},
 		{name: "blockSizeTokens 0 and no engine block size", raw: `{"blockSizeTokens": 0}`, wantBlockSize: 0, wantTotal: 0, wantCapacity: 31250},
+		{name: "engine sizes beyond the limits", raw: "", first: func(b *schedulingtest.EndpointBuilder) { b.BlockSize(MaxBlockSizeTokens + 1).NumBlocks(1 << 40) },
+			wantBlockSize: 16, wantTotal: 8, wantCapacity: MaxLRUCapacityPerServer},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -630,6 +643,63 @@ func TestEvictionKeepsLeadingBlocks(t *testing.T) {
 		t.Errorf("IndexSize = %d, want 4", p.IndexSize())
 	}
 	checkConsistent(t, p.idx)
+}
+
+// lruOrder returns an endpoint's hashes from the most to the least
+// recently used, the order in which they are evicted last to first.
+func lruOrder(t *testing.T, x *index, key string) []uint64 {
+	t.Helper()
+	l := x.endpoint(key, false)
+	if l == nil {
+		return nil
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []uint64
+	for i := l.head; i != noNode; i = l.nodes[i].next {
+		out = append(out, l.nodes[i].hash)
+	}
+	return out
+}
+
+// TestEvictionOrder pins the order in which an endpoint's blocks are
+// evicted. A prompt's blocks are inserted last block first, so its head
+// ends up most recently used and its tail is evicted first. GIE v1.5
+// inserts the first block first and so evicts the head first, after which
+// its match (which starts at block 0) finds nothing of the prompt.
+func TestEvictionOrder(t *testing.T) {
+	x := newIndex()
+	const capacity = 6
+	step := func(name string, hashes []uint64, wantOrder []uint64) {
+		t.Helper()
+		x.add("a", hashes, capacity, 0)
+		if got := lruOrder(t, x, "a"); !slices.Equal(got, wantOrder) {
+			t.Errorf("%s: LRU order (most recent first) = %v, want %v", name, got, wantOrder)
+		}
+	}
+	step("first prompt", []uint64{1, 2, 3, 4}, []uint64{1, 2, 3, 4})
+	// Four more blocks into two free slots: the first prompt's last two
+	// blocks go, 4 before 3.
+	step("second prompt", []uint64{11, 12, 13, 14}, []uint64{11, 12, 13, 14, 1, 2})
+	if got := matchMap(x, []uint64{1, 2, 3, 4}); got["a"] != 2 {
+		t.Errorf("first prompt matches %v, want a: 2 (its head)", got)
+	}
+	if got := matchMap(x, []uint64{11, 12, 13, 14}); got["a"] != 4 {
+		t.Errorf("second prompt matches %v, want a: 4", got)
+	}
+	// Sending the first prompt's head again makes it the most recent; the
+	// next eviction takes the second prompt's tail.
+	step("head again", []uint64{1, 2}, []uint64{1, 2, 11, 12, 13, 14})
+	step("one new block", []uint64{21}, []uint64{21, 1, 2, 11, 12, 13})
+	if got := matchMap(x, []uint64{11, 12, 13, 14}); got["a"] != 3 {
+		t.Errorf("second prompt matches %v, want a: 3", got)
+	}
+	// A prompt longer than the capacity keeps its leading blocks.
+	step("long prompt", []uint64{31, 32, 33, 34, 35, 36, 37, 38}, []uint64{31, 32, 33, 34, 35, 36})
+	if got := matchMap(x, []uint64{31, 32, 33, 34, 35, 36, 37, 38}); got["a"] != 6 {
+		t.Errorf("long prompt matches %v, want a: 6", got)
+	}
+	checkConsistent(t, x)
 }
 
 func TestPreRequestTargets(t *testing.T) {
@@ -793,15 +863,24 @@ func TestMetrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A second instance on the same registry reuses the collectors.
-	if _, err := ProducerRegistration.Factory("p2", nil, h); err != nil {
+	pl2, err := ProducerRegistration.Factory("p2", nil, h)
+	if err != nil {
 		t.Fatalf("second instance: %v", err)
 	}
-	p := pl.(*Producer)
+	p, p2 := pl.(*Producer), pl2.(*Producer)
 	eps := schedulingtest.Endpoints(2, nil)
 	text := promptText(blocks("p", 4)...)
 	route(p, newRequest("m", text), eps, eps[0])                              // miss: ratio 0, 0 bytes
 	route(p, newRequest("m", text), eps, eps[0])                              // full hit: ratio 1, 256 bytes
 	route(p, newRequest("m", promptText(blocks("p", 4)[:2]...)), eps, eps[1]) // chose a non-holder: ratio 0
+	// The second instance updates its own gauge, not the first one's. It
+	// adds one sample per histogram: a miss.
+	route(p2, newRequest("m", promptText(blocks("q", 3)...)), eps, eps[0])
+	// A reload builds an instance of the same name again: it reuses the
+	// vector and reports under the same label.
+	if _, err := ProducerRegistration.Factory("p2", nil, h); err != nil {
+		t.Fatalf("reloaded instance: %v", err)
+	}
 
 	mfs, err := reg.Gather()
 	if err != nil {
@@ -811,13 +890,21 @@ func TestMetrics(t *testing.T) {
 	for _, mf := range mfs {
 		got[mf.GetName()] = mf
 	}
-	size := got["inference_extension_prefix_indexer_size"]
-	if size == nil || size.GetMetric()[0].GetGauge().GetValue() != 6 {
-		t.Errorf("size gauge = %v, want 6", size)
+	// Each instance reports the size of its own index under its name.
+	sizes := map[string]float64{}
+	for _, m := range got["inference_extension_prefix_indexer_size"].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == "plugin_name" {
+				sizes[l.GetValue()] = m.GetGauge().GetValue()
+			}
+		}
+	}
+	if want := map[string]float64{"p1": 6, "p2": 3}; !maps.Equal(sizes, want) {
+		t.Errorf("size gauges by plugin_name = %v, want %v", sizes, want)
 	}
 	ratio := got["inference_extension_prefix_indexer_hit_ratio"]
-	if ratio == nil || ratio.GetMetric()[0].GetHistogram().GetSampleCount() != 3 || ratio.GetMetric()[0].GetHistogram().GetSampleSum() != 1 {
-		t.Errorf("hit ratio = %v, want 3 samples summing to 1", ratio)
+	if ratio == nil || ratio.GetMetric()[0].GetHistogram().GetSampleCount() != 4 || ratio.GetMetric()[0].GetHistogram().GetSampleSum() != 1 {
+		t.Errorf("hit ratio = %v, want 4 samples summing to 1", ratio)
 	}
 	hitBytes := got["inference_extension_prefix_indexer_hit_bytes"]
 	if hitBytes == nil || hitBytes.GetMetric()[0].GetHistogram().GetSampleSum() != 4*blockBytes {

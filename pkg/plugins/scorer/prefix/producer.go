@@ -53,7 +53,7 @@ func NewProducer(name string, p Params, h scheduling.Handle) (*Producer, error) 
 	if name == "" {
 		name = ProducerType
 	}
-	m, err := newIndexerMetrics(h.Registerer())
+	m, err := newIndexerMetrics(h.Registerer(), name)
 	if err != nil {
 		return nil, err
 	}
@@ -159,7 +159,7 @@ func (p *Producer) PreRequest(_ context.Context, req *scheduling.Request, result
 	matched := pm.MatchedBlocks(target)
 	total := len(rh.hashes)
 	blockBytes := rh.blockSize * charsPerToken
-	p.metrics.hitBytes.Observe(float64(matched * blockBytes))
+	p.metrics.hitBytes.Observe(float64(matched) * float64(blockBytes))
 	if total > 0 {
 		p.metrics.hitRatio.Observe(float64(matched) / float64(total))
 	}

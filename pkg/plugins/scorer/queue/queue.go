@@ -8,8 +8,8 @@ package queue
 
 import (
 	"context"
-	"math"
 
+	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/internal/minmax"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
@@ -44,23 +44,11 @@ func (s *Scorer) Category() scheduling.ScorerCategory { return scheduling.Distri
 
 // Score implements scheduling.Scorer.
 func (s *Scorer) Score(_ context.Context, _ *scheduling.Request, endpoints []*scheduling.Endpoint, scores []float64) {
-	lo, hi := math.MaxInt, math.MinInt
-	for _, e := range endpoints {
-		q := e.Metrics().WaitingQueueSize
-		lo = min(lo, q)
-		hi = max(hi, q)
-	}
-	if hi == lo {
-		for i := range endpoints {
-			scores[i] = 1
-		}
-		return
-	}
-	span := float64(hi - lo)
-	for i, e := range endpoints {
-		scores[i] = float64(hi-e.Metrics().WaitingQueueSize) / span
-	}
+	minmax.Score(endpoints, scores, waitingQueueSize)
 }
+
+// waitingQueueSize is the metric the scorer normalises.
+func waitingQueueSize(e *scheduling.Endpoint) int { return e.Metrics().WaitingQueueSize }
 
 // Registration registers the queue-scorer type.
 var Registration = scheduling.Registration{

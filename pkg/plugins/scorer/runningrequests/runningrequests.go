@@ -9,8 +9,8 @@ package runningrequests
 
 import (
 	"context"
-	"math"
 
+	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/internal/minmax"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
@@ -45,23 +45,11 @@ func (s *Scorer) Category() scheduling.ScorerCategory { return scheduling.Distri
 
 // Score implements scheduling.Scorer.
 func (s *Scorer) Score(_ context.Context, _ *scheduling.Request, endpoints []*scheduling.Endpoint, scores []float64) {
-	lo, hi := math.MaxInt, math.MinInt
-	for _, e := range endpoints {
-		r := e.Metrics().RunningRequestsSize
-		lo = min(lo, r)
-		hi = max(hi, r)
-	}
-	if hi == lo {
-		for i := range endpoints {
-			scores[i] = 1
-		}
-		return
-	}
-	span := float64(hi - lo)
-	for i, e := range endpoints {
-		scores[i] = float64(hi-e.Metrics().RunningRequestsSize) / span
-	}
+	minmax.Score(endpoints, scores, runningRequestsSize)
 }
+
+// runningRequestsSize is the metric the scorer normalises.
+func runningRequestsSize(e *scheduling.Endpoint) int { return e.Metrics().RunningRequestsSize }
 
 // Registration registers the running-requests-size-scorer type.
 var Registration = scheduling.Registration{

@@ -37,11 +37,19 @@
 // # Session map
 //
 // The session_id map is split into shards with a lock each, so requests of
-// different sessions rarely contend. Expired bindings are ignored when read
-// and dropped lazily: a write to a shard sweeps it when
-// evictionSweepSeconds have passed since its last sweep. No goroutine is
-// started. The map holds at most MaxSessions bindings; a write to a full
-// shard first drops its expired bindings, then an arbitrary one.
+// different sessions rarely contend. It is keyed by a 128-bit keyed hash of
+// the session identifier (two 64-bit maphash values with random seeds), not
+// by the identifier itself, so an entry's size does not depend on the
+// identifier's length: a client sending long identifiers cannot make the
+// map hold more than a fixed number of bytes per session. Two identifiers
+// of one picker colliding is about as likely as n²/2¹²⁹ for n sessions, and
+// would only give one a soft preference for the other's endpoint.
+//
+// Expired bindings are ignored when read and dropped lazily: a write to a
+// shard sweeps it when evictionSweepSeconds have passed since its last
+// sweep. No goroutine is started. The map holds at most MaxSessions
+// bindings; a write to a full shard first drops its expired bindings, then
+// an arbitrary one.
 package sessionaffinity
 
 import (
@@ -325,7 +333,7 @@ func (s *Scorer) Score(_ context.Context, req *scheduling.Request, endpoints []*
 		if id == "" {
 			return
 		}
-		key, ok := s.store.get(id)
+		key, ok := s.store.get(s.store.keyOf(id))
 		if !ok {
 			return
 		}
@@ -403,7 +411,7 @@ func (s *Scorer) PreRequest(_ context.Context, req *scheduling.Request, result *
 		return
 	}
 	if id := s.sessionOf(req); id != "" {
-		s.store.put(id, ep.Key())
+		s.store.put(s.store.keyOf(id), ep.Key())
 	}
 }
 
@@ -441,7 +449,12 @@ func (s *Scorer) Sessions() int {
 	return s.store.len()
 }
 
-// binding is a session's endpoint and when it expires.
+// sessionKey is a 128-bit keyed hash of a session identifier; the session
+// map stores it instead of the identifier.
+type sessionKey struct{ hi, lo uint64 }
+
+// binding is a session's endpoint and when it expires. endpoint is the
+// endpoint's key string, shared with the endpoint snapshot it came from.
 type binding struct {
 	endpoint string
 	expires  int64 // unix nanoseconds; 0: never
@@ -449,7 +462,7 @@ type binding struct {
 
 type shard struct {
 	mu        sync.RWMutex
-	m         map[string]binding
+	m         map[sessionKey]binding
 	nextSweep int64
 	_         [24]byte // pad to 64 bytes: shards on separate cache lines
 }
@@ -457,7 +470,7 @@ type shard struct {
 // store is a sharded, bounded session map with lazy TTL eviction.
 type store struct {
 	shards   [shardCount]shard
-	seed     maphash.Seed
+	seeds    [2]maphash.Seed
 	ttl      time.Duration
 	sweep    time.Duration
 	perShard int
@@ -465,21 +478,26 @@ type store struct {
 }
 
 func newStore(ttl, sweep time.Duration, now func() time.Time) *store {
-	st := &store{seed: maphash.MakeSeed(), ttl: ttl, sweep: sweep, perShard: maxPerShard, now: now}
+	st := &store{seeds: [2]maphash.Seed{maphash.MakeSeed(), maphash.MakeSeed()}, ttl: ttl, sweep: sweep, perShard: maxPerShard, now: now}
 	for i := range st.shards {
-		st.shards[i].m = map[string]binding{}
+		st.shards[i].m = map[sessionKey]binding{}
 	}
 	return st
 }
 
-func (st *store) shardOf(id string) *shard {
-	return &st.shards[maphash.String(st.seed, id)%shardCount]
+// keyOf returns the map key of a session identifier.
+func (st *store) keyOf(id string) sessionKey {
+	return sessionKey{hi: maphash.String(st.seeds[0], id), lo: maphash.String(st.seeds[1], id)}
 }
 
-func (st *store) get(id string) (string, bool) {
-	sh := st.shardOf(id)
+func (st *store) shardOf(k sessionKey) *shard {
+	return &st.shards[k.hi%shardCount]
+}
+
+func (st *store) get(k sessionKey) (string, bool) {
+	sh := st.shardOf(k)
 	sh.mu.RLock()
-	b, ok := sh.m[id]
+	b, ok := sh.m[k]
 	sh.mu.RUnlock()
 	if !ok || (b.expires != 0 && st.now().UnixNano() > b.expires) {
 		return "", false
@@ -487,13 +505,13 @@ func (st *store) get(id string) (string, bool) {
 	return b.endpoint, true
 }
 
-func (st *store) put(id, endpoint string) {
+func (st *store) put(k sessionKey, endpoint string) {
 	now := st.now().UnixNano()
 	var expires int64
 	if st.ttl > 0 {
 		expires = now + int64(st.ttl)
 	}
-	sh := st.shardOf(id)
+	sh := st.shardOf(k)
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	swept := false
@@ -502,7 +520,7 @@ func (st *store) put(id, endpoint string) {
 		sh.nextSweep = now + int64(st.sweep)
 		swept = true
 	}
-	if _, exists := sh.m[id]; !exists && len(sh.m) >= st.perShard {
+	if _, exists := sh.m[k]; !exists && len(sh.m) >= st.perShard {
 		if !swept {
 			sh.dropExpired(now)
 		}
@@ -513,7 +531,7 @@ func (st *store) put(id, endpoint string) {
 			delete(sh.m, k)
 		}
 	}
-	sh.m[id] = binding{endpoint: endpoint, expires: expires}
+	sh.m[k] = binding{endpoint: endpoint, expires: expires}
 }
 
 func (sh *shard) dropExpired(now int64) {

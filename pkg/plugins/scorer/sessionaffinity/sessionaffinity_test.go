@@ -10,6 +10,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling/schedulingtest"
@@ -422,6 +423,50 @@ func TestSessionIDBounded(t *testing.T) {
 	if got := scoresOf(t, s, last, []*scheduling.Endpoint{ep}); got[0] != 1 {
 		t.Errorf("newest session score = %v, want 1", got[0])
 	}
+}
+
+// TestSessionIDMemoryBounded checks that a session binding costs a fixed
+// amount of memory however long its identifier is: the map stores a
+// 128-bit hash of the identifier, not the identifier.
+func TestSessionIDMemoryBounded(t *testing.T) {
+	if size := unsafe.Sizeof(sessionKey{}); size != 16 {
+		t.Errorf("session key is %d bytes, want 16", size)
+	}
+	s := newScorer(t, `{"strategy": "session_id", "evictionTtlSeconds": 0}`)
+	ep := podEndpoints()[0]
+	res := resultFor("default", map[string]*scheduling.Endpoint{"default": ep})
+	const sessions, idLen = 2048, 8 << 10
+	heap := func() uint64 {
+		runtime.GC()
+		var m runtime.MemStats
+		runtime.ReadMemStats(&m)
+		return m.HeapAlloc
+	}
+	before := heap()
+	for i := range sessions {
+		// A fresh 8 KiB identifier per request, as a header value would be.
+		id := fmt.Sprintf("%0*d", idLen, i)
+		s.PreRequest(t.Context(), &scheduling.Request{Headers: map[string]string{"x-session-id": id}}, res)
+	}
+	after := heap()
+	if got := s.Sessions(); got != sessions {
+		t.Fatalf("Sessions() = %d, want %d", got, sessions)
+	}
+	perEntry := (int64(after) - int64(before)) / sessions
+	t.Logf("%d bytes per session with %d-byte identifiers", perEntry, idLen)
+	if perEntry > 256 {
+		t.Errorf("%d bytes retained per session with %d-byte identifiers, want at most 256", perEntry, idLen)
+	}
+	// Long identifiers still get affinity.
+	long := &scheduling.Request{Headers: map[string]string{"x-session-id": fmt.Sprintf("%0*d", idLen, 7)}}
+	if got := scoresOf(t, s, long, []*scheduling.Endpoint{ep}); got[0] != 1 {
+		t.Errorf("long session score = %v, want 1", got[0])
+	}
+	other := &scheduling.Request{Headers: map[string]string{"x-session-id": fmt.Sprintf("%0*d", idLen, sessions+1)}}
+	if got := scoresOf(t, s, other, []*scheduling.Endpoint{ep}); got[0] != 0 {
+		t.Errorf("unknown long session score = %v, want 0", got[0])
+	}
+	runtime.KeepAlive(s)
 }
 
 // TestSessionIDConcurrent scores and binds from many goroutines while the

@@ -8,7 +8,9 @@
 //	score = 1 − min(tokens, queueThresholdTokens) / queueThresholdTokens
 //
 // An endpoint with no tokens in flight, or a request without the in-flight
-// view, scores 1.
+// view, scores 1. With the producer's default accounting the tokens are
+// GIE v1.5's too (input plus 1.5 times as many output tokens per request,
+// from scheduling to the end of the response), so the scores match GIE's.
 package tokenload
 
 import (
