@@ -1,7 +1,6 @@
 package headerbased
 
 import (
-	"encoding/json"
 	"os"
 	"slices"
 	"strings"
@@ -12,37 +11,7 @@ import (
 )
 
 func TestFactory(t *testing.T) {
-	tests := []struct {
-		name    string
-		raw     string
-		wantErr string
-	}{
-		{name: "no parameters", raw: ""},
-		{name: "empty object", raw: "{}"},
-		{name: "unknown key", raw: `{"header": "x-pick"}`, wantErr: `unknown field "header"`},
-		{name: "wrong type", raw: `"x-pick"`, wantErr: "expected an object, got string"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var raw json.RawMessage
-			if tt.raw != "" {
-				raw = json.RawMessage(tt.raw)
-			}
-			got, err := Registration.Factory("pin", raw, schedulingtest.NewHandle(t))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("unexpected error: %v", err)
-			}
-			if want := (scheduling.TypedName{Type: Type, Name: "pin"}); got.TypedName() != want {
-				t.Errorf("TypedName = %v, want %v", got.TypedName(), want)
-			}
-		})
-	}
+	schedulingtest.RunFactoryCases(t, Registration, schedulingtest.NoParamsCases())
 }
 
 func TestFilter(t *testing.T) {

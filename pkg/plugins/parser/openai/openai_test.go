@@ -1,8 +1,6 @@
 package openai
 
 import (
-	"encoding/json"
-	"strings"
 	"testing"
 
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
@@ -10,41 +8,7 @@ import (
 )
 
 func TestParams(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name    string
-		raw     string
-		wantErr string
-	}{
-		{name: "no parameters"},
-		{name: "null parameters", raw: `null`},
-		{name: "empty object", raw: `{}`},
-		{name: "unknown key", raw: `{"format": "openai"}`, wantErr: `unknown field "format"`},
-		{name: "wrong type", raw: `["openai"]`, wantErr: "expected an object, got array"},
-		{name: "trailing data", raw: `{} {}`, wantErr: "invalid character '{' after top-level value"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			t.Parallel()
-			var raw json.RawMessage
-			if tt.raw != "" {
-				raw = json.RawMessage(tt.raw)
-			}
-			p, err := Registration.Factory("my-parser", raw, schedulingtest.NewHandle(t))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error = %v, want it to contain %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("unexpected error: %v", err)
-			}
-			if got := p.TypedName(); got != (scheduling.TypedName{Type: Type, Name: "my-parser"}) {
-				t.Errorf("TypedName() = %v", got)
-			}
-		})
-	}
+	schedulingtest.RunFactoryCases(t, Registration, schedulingtest.NoParamsCases())
 }
 
 func TestFormat(t *testing.T) {

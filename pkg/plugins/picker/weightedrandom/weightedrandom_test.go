@@ -1,7 +1,6 @@
 package weightedrandom
 
 import (
-	"encoding/json"
 	"math"
 	"slices"
 	"strings"
@@ -15,40 +14,19 @@ import (
 // TestFactory checks the registration's wiring; the parameters themselves
 // (decoding, defaults, validation) are tested in the internal pick package.
 func TestFactory(t *testing.T) {
-	tests := []struct {
-		name    string
-		raw     string
-		wantMax int
-		wantErr string
-	}{
-		{name: "no parameters", raw: "", wantMax: 1},
-		{name: "maxNumOfEndpoints", raw: `{"maxNumOfEndpoints": 2}`, wantMax: 2},
-		{name: "invalid", raw: `{"maxNumOfEndpoints": 0}`, wantErr: "maxNumOfEndpoints: must be >= 1, got 0"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var raw json.RawMessage
-			if tt.raw != "" {
-				raw = json.RawMessage(tt.raw)
-			}
-			got, err := Registration.Factory("wr", raw, schedulingtest.NewHandle(t))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("unexpected error: %v", err)
-			}
-			p := got.(*Picker)
-			if p.max != tt.wantMax {
-				t.Errorf("max = %d, want %d", p.max, tt.wantMax)
-			}
-			if want := (scheduling.TypedName{Type: Type, Name: "wr"}); p.TypedName() != want {
-				t.Errorf("TypedName = %v, want %v", p.TypedName(), want)
-			}
-		})
+	schedulingtest.RunFactoryCases(t, Registration, append([]schedulingtest.FactoryCase{
+		{Name: "no parameters", Check: wantMax(1)},
+		{Name: "maxNumOfEndpoints", Params: `{"maxNumOfEndpoints": 2}`, Check: wantMax(2)},
+		{Name: "invalid", Params: `{"maxNumOfEndpoints": 0}`, WantErr: "maxNumOfEndpoints: must be >= 1, got 0"},
+	}, schedulingtest.DecodeErrorCases()...))
+}
+
+// wantMax checks the picker returns up to n endpoints.
+func wantMax(n int) func(*testing.T, scheduling.Plugin) {
+	return func(t *testing.T, p scheduling.Plugin) {
+		if got := p.(*Picker).max; got != n {
+			t.Errorf("max = %d, want %d", got, n)
+		}
 	}
 }
 

@@ -1,7 +1,6 @@
 package single
 
 import (
-	"encoding/json"
 	"errors"
 	"slices"
 	"strings"
@@ -12,38 +11,7 @@ import (
 )
 
 func TestFactory(t *testing.T) {
-	tests := []struct {
-		name    string
-		raw     string
-		wantErr string
-	}{
-		{name: "no parameters", raw: ""},
-		{name: "null", raw: "null"},
-		{name: "empty object", raw: "{}"},
-		{name: "unknown key", raw: `{"primary": "default"}`, wantErr: `unknown field "primary"`},
-		{name: "wrong type", raw: `["default"]`, wantErr: "expected an object, got array"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var raw json.RawMessage
-			if tt.raw != "" {
-				raw = json.RawMessage(tt.raw)
-			}
-			got, err := Registration.Factory("handler", raw, schedulingtest.NewHandle(t))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("error = %v, want one containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("unexpected error: %v", err)
-			}
-			if want := (scheduling.TypedName{Type: Type, Name: "handler"}); got.TypedName() != want {
-				t.Errorf("TypedName = %v, want %v", got.TypedName(), want)
-			}
-		})
-	}
+	schedulingtest.RunFactoryCases(t, Registration, schedulingtest.NoParamsCases())
 }
 
 func profiles(t testing.TB, names ...string) map[string]*scheduling.Profile {

@@ -1,7 +1,6 @@
 package kvcache
 
 import (
-	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -11,51 +10,20 @@ import (
 )
 
 func TestFactory(t *testing.T) {
-	tests := []struct {
-		name    string
-		raw     string
-		wantErr string
-	}{
-		{name: "no parameters", raw: ""},
-		{name: "null", raw: "null"},
-		{name: "empty object", raw: "{}"},
-		{name: "unknown key", raw: `{"threshold": 3}`, wantErr: "threshold"},
-		{name: "wrong type", raw: `[1]`, wantErr: "expected an object"},
-		{name: "trailing data", raw: `{} {}`, wantErr: "after top-level value"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p, err := Registration.Factory("my-kv", json.RawMessage(tt.raw), schedulingtest.NewHandle(t))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("unexpected error: %v", err)
-			}
-			if got, want := p.TypedName(), (scheduling.TypedName{Type: Type, Name: "my-kv"}); got != want {
-				t.Errorf("TypedName() = %v, want %v", got, want)
-			}
-			s, ok := p.(scheduling.Scorer)
-			if !ok {
-				t.Fatalf("%T is not a scheduling.Scorer", p)
-			}
-			if s.Category() != scheduling.Distribution {
-				t.Errorf("Category() = %v, want Distribution", s.Category())
-			}
-		})
-	}
+	schedulingtest.RunFactoryCases(t, Registration, schedulingtest.NoParamsCases())
 }
 
-func TestNewDefaultsName(t *testing.T) {
+// TestNew checks the default name and the category.
+func TestNew(t *testing.T) {
 	s, err := New("", DefaultParams(), schedulingtest.NewHandle(t))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if s.TypedName().Name != Type {
 		t.Errorf("name = %q, want %q", s.TypedName().Name, Type)
+	}
+	if s.Category() != scheduling.Distribution {
+		t.Errorf("Category() = %v, want Distribution", s.Category())
 	}
 }
 

@@ -1,8 +1,6 @@
 package queue
 
 import (
-	"context"
-	"encoding/json"
 	"os"
 	"strings"
 	"testing"
@@ -12,45 +10,13 @@ import (
 )
 
 func TestFactory(t *testing.T) {
-	tests := []struct {
-		name    string
-		raw     string
-		wantErr string
-	}{
-		{name: "no parameters", raw: ""},
-		{name: "null", raw: "null"},
-		{name: "empty object", raw: "{}"},
-		{name: "unknown key", raw: `{"threshold": 3}`, wantErr: "threshold"},
-		{name: "wrong type", raw: `[1]`, wantErr: "expected an object"},
-		{name: "trailing data", raw: `{} {}`, wantErr: "after top-level value"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			p, err := Registration.Factory("my-queue", json.RawMessage(tt.raw), schedulingtest.NewHandle(t))
-			if tt.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
-					t.Fatalf("err = %v, want one containing %q", err, tt.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("unexpected error: %v", err)
-			}
-			if got, want := p.TypedName(), (scheduling.TypedName{Type: Type, Name: "my-queue"}); got != want {
-				t.Errorf("TypedName() = %v, want %v", got, want)
-			}
-			s, ok := p.(scheduling.Scorer)
-			if !ok {
-				t.Fatalf("%T is not a scheduling.Scorer", p)
-			}
-			if s.Category() != scheduling.Distribution {
-				t.Errorf("Category() = %v, want Distribution", s.Category())
-			}
-		})
-	}
+	schedulingtest.RunFactoryCases(t, Registration, schedulingtest.NoParamsCases())
 }
 
-func TestNewDefaultsName(t *testing.T) {
+// TestScoreReadsWaitingQueue checks the wiring: the scorer min-max
+// normalises the waiting queue size, not the running requests.
+// The normalisation itself is tested in scorer/internal/minmax.
+func TestScoreReadsWaitingQueue(t *testing.T) {
 	s, err := New("", DefaultParams(), schedulingtest.NewHandle(t))
 	if err != nil {
 		t.Fatal(err)
@@ -58,58 +24,18 @@ func TestNewDefaultsName(t *testing.T) {
 	if s.TypedName().Name != Type {
 		t.Errorf("name = %q, want %q", s.TypedName().Name, Type)
 	}
-}
-
-// TestScore reproduces GIE v1.5.0's queue scorer cases and a few more.
-func TestScore(t *testing.T) {
-	tests := []struct {
-		name   string
-		queues []int
-		want   []float64
-	}{
-		{name: "different queue sizes", queues: []int{10, 5, 0}, want: []float64{0, 0.5, 1}},
-		{name: "same queue sizes", queues: []int{5, 5}, want: []float64{1, 1}},
-		{name: "zero queue sizes", queues: []int{0, 0}, want: []float64{1, 1}},
-		{name: "single endpoint", queues: []int{42}, want: []float64{1}},
-		{name: "uneven spread", queues: []int{3, 7, 11, 4}, want: []float64{1, 0.5, 0, 0.875}},
-		{name: "no endpoints", queues: nil, want: []float64{}},
+	if s.Category() != scheduling.Distribution {
+		t.Errorf("Category() = %v, want Distribution", s.Category())
 	}
-	s, err := New(Type, DefaultParams(), schedulingtest.NewHandle(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			eps := schedulingtest.Endpoints(len(tt.queues), func(i int, b *schedulingtest.EndpointBuilder) { b.Queue(tt.queues[i]) })
-			scores := make([]float64, len(eps))
-			s.Score(t.Context(), &scheduling.Request{}, eps, scores)
-			for i := range tt.want {
-				if scores[i] != tt.want[i] {
-					t.Errorf("score[%d] (queue %d) = %v, want %v", i, tt.queues[i], scores[i], tt.want[i])
-				}
-			}
-		})
-	}
-}
-
-// TestProfilePicksShortestQueue runs the scorer inside a profile.
-func TestProfilePicksShortestQueue(t *testing.T) {
-	s, err := New(Type, DefaultParams(), schedulingtest.NewHandle(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	picker := &schedulingtest.FakePicker{Name: "picker"}
-	prof, err := scheduling.NewProfile("default", nil, []scheduling.WeightedScorer{{Scorer: s, Weight: 2}}, picker, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	eps := schedulingtest.Endpoints(3, func(i int, b *schedulingtest.EndpointBuilder) { b.Queue([]int{4, 1, 9}[i]) })
-	res, err := prof.Run(context.Background(), &scheduling.Request{}, eps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := res.Targets[0].Name(); got != "ep-1" {
-		t.Errorf("picked %s, want ep-1", got)
+	eps := schedulingtest.Endpoints(3, func(i int, b *schedulingtest.EndpointBuilder) {
+		b.Queue([]int{10, 5, 0}[i]).Running([]int{0, 5, 10}[i])
+	})
+	scores := make([]float64, len(eps))
+	s.Score(t.Context(), &scheduling.Request{}, eps, scores)
+	for i, want := range []float64{0, 0.5, 1} {
+		if scores[i] != want {
+			t.Errorf("score[%d] = %v, want %v", i, scores[i], want)
+		}
 	}
 }
 
