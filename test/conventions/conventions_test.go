@@ -80,12 +80,18 @@ func TestPluginFolders(t *testing.T) {
 			t.Run(kind.Name()+"/"+d.Name(), func(t *testing.T) {
 				readme, err := os.ReadFile(filepath.Join(dir, "README.md"))
 				require.NoError(t, err, "every plugin folder has a README.md")
+				doc := string(readme)
+				last := -1
 				for _, s := range readmeSections {
-					require.Contains(t, string(readme), "\n"+s, "README section %q", s)
+					i := strings.Index(doc, "\n"+s+"\n")
+					require.Greater(t, i, last, "README section %q missing or out of order", s)
+					last = i
 				}
-				title := regexp.MustCompile("(?m)^# `?([a-z0-9-]+)`?").FindStringSubmatch(string(readme))
+				title := regexp.MustCompile("^# `?([a-z0-9-]+)`?\n").FindStringSubmatch(doc)
 				require.NotNil(t, title, "README starts with '# <type>'")
 				require.True(t, registered[title[1]], "README title %q is not a registered type", title[1])
+				example := doc[strings.Index(doc, "\n## Example\n"):]
+				require.Contains(t, example, "type: "+title[1], "the example configures the plugin the README is about")
 				files, err := os.ReadDir(dir)
 				require.NoError(t, err)
 				var hasTest, hasBench, hasGuard, benchSizes bool

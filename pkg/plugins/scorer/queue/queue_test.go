@@ -1,8 +1,6 @@
 package queue
 
 import (
-	"os"
-	"strings"
 	"testing"
 
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
@@ -36,30 +34,5 @@ func TestScoreReadsWaitingQueue(t *testing.T) {
 		if scores[i] != want {
 			t.Errorf("score[%d] = %v, want %v", i, scores[i], want)
 		}
-	}
-}
-
-func TestReadme(t *testing.T) {
-	b, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	doc := string(b)
-	if !strings.HasPrefix(doc, "# "+Type+"\n") {
-		t.Errorf("README does not start with %q", "# "+Type)
-	}
-	last := -1
-	for _, h := range []string{"## Type", "## Description", "## Parameters", "## Metrics", "## Example"} {
-		i := strings.Index(doc, "\n"+h+"\n")
-		if i <= last {
-			t.Errorf("section %q missing or out of order", h)
-		}
-		last = i
-	}
-	if n := strings.Count(doc, "```yaml"); n != 1 {
-		t.Errorf("README has %d yaml blocks, want 1", n)
-	}
-	if !strings.Contains(doc, "type: "+Type) {
-		t.Errorf("README example does not use %s", Type)
 	}
 }
