@@ -45,6 +45,10 @@ func decode(data []byte, errs *errorList) *EndpointPickerConfig {
 		errs.add("", "not valid JSON: %v", err)
 		return nil
 	}
+	if root == nil {
+		errs.add("", "the configuration is empty")
+		return nil
+	}
 	d := decoder{errs: errs}
 	obj, ok := d.object("", root)
 	if !ok {

@@ -102,7 +102,7 @@ func Load(data []byte, opts Options) (*Loaded, error) {
 		specIndex: map[string]int{},
 		out:       &Loaded{FeatureGates: map[string]bool{}},
 	}
-	l.handle = scheduling.NewHandle(scheduling.HandleOptions{Context: opts.Context, Logger: opts.Logger, Registerer: opts.Registerer, Seed: opts.Seed})
+	l.handle = scheduling.NewHandle(scheduling.HandleOptions{Context: opts.Context, Logger: opts.Logger, Registerer: opts.Registerer, Seed: opts.Seed, APIVersion: cfg.APIVersion})
 	l.header()
 	l.instantiate()
 	l.addProducers()
@@ -306,10 +306,10 @@ func (l *loader) addProducers() {
 		if l.addDefault(p.ptype, p.params, l.label(p.consumer)) {
 			markProduced(p.ptype)
 		}
-		if !produced[p.key] {
+		if !produced[p.key] && !l.anyFailed() {
 			l.errs.add(l.label(p.consumer), "consumes %q, which its default producer %q does not produce", p.key, p.ptype)
-			produced[p.key] = true // report once
 		}
+		produced[p.key] = true // report once
 	}
 	if l.anyFailed() {
 		return // a plugin that failed may have been the producer: do not add noise
@@ -577,32 +577,18 @@ func (l *loader) quantity(path, q string) {
 	}
 }
 
-func (l *loader) policyRef(path, ref string) {
-	if ref == "" {
-		return
-	}
-	if _, ok := l.instances[ref]; !ok {
-		l.undefined(path, ref)
-	}
-}
-
 func (l *loader) flowControl() {
 	fc := l.cfg.FlowControl
 	if fc == nil {
 		return
 	}
-	gateOn := slices.Contains(l.cfg.FeatureGates, GateFlowControl)
-	if !gateOn {
-		// As GIE: the section is ignored without its gate. Its syntax is
-		// still checked; its policy references are not, since the default
-		// policies GIE instantiates exist only with flow control.
+	if !slices.Contains(l.cfg.FeatureGates, GateFlowControl) {
+		// As GIE: the section is ignored without its gate.
 		l.warn("flowControl: ignored because the %s feature gate is off (as in GIE)", GateFlowControl)
 	}
-	policyRef := func(path, ref string) {
-		if gateOn {
-			l.policyRef(path, ref)
-		}
-	}
+	// Only the syntax is checked. Policy references (fcfs-ordering-policy
+	// and the other defaults GIE instantiates) name flow-control policies,
+	// which arrive with flow control itself; the gate is refused until then.
 	l.quantity("flowControl.maxBytes", fc.MaxBytes)
 	l.quantity("flowControl.maxRequests", fc.MaxRequests)
 	if fc.DefaultRequestTTL != "" {
@@ -612,12 +598,9 @@ func (l *loader) flowControl() {
 			l.errs.add("flowControl.defaultRequestTTL", "must be >= 0, got %s", fc.DefaultRequestTTL)
 		}
 	}
-	policyRef("flowControl.usageLimitPolicyPluginRef", fc.UsageLimitPolicyPluginRef)
 	band := func(path string, b PriorityBandConfig) {
 		l.quantity(field(path, "maxBytes"), b.MaxBytes)
 		l.quantity(field(path, "maxRequests"), b.MaxRequests)
-		policyRef(field(path, "fairnessPolicyRef"), b.FairnessPolicyRef)
-		policyRef(field(path, "orderingPolicyRef"), b.OrderingPolicyRef)
 	}
 	if fc.DefaultPriorityBand != nil {
 		band("flowControl.defaultPriorityBand", *fc.DefaultPriorityBand)

@@ -72,6 +72,16 @@ func TestLoadEdgeCases(t *testing.T) {
 			},
 		},
 		{
+			name:     "a configured producer that fails gives one error, not a follow-on for its consumer",
+			doc:      header + "plugins:\n- type: approx-prefix-cache-producer\n  parameters: {lruCapacityPerServer: 0}\n- type: prefix-cache-scorer\n",
+			wantErrs: []string{`plugins[0] "approx-prefix-cache-producer" (approx-prefix-cache-producer): parameters: lruCapacityPerServer: must be > 0, got 0`},
+		},
+		{
+			name:     "a file with only comments is empty",
+			doc:      "# nothing here\n",
+			wantErrs: []string{"the configuration is empty"},
+		},
+		{
 			name: "a consumer of a failed producer-owner gets no follow-on error",
 			doc: header + "plugins:\n- type: prefix-cache-affinity-filter\n- {type: prefix-cache-scorer, parameters: {lruCapacityPerServer: -1}}\n" +
 				"schedulingProfiles:\n- name: default\n  plugins: [{pluginRef: prefix-cache-affinity-filter}, {pluginRef: prefix-cache-scorer}]\n",

@@ -251,7 +251,6 @@ schedulingProfiles:
 				`featureGates[0]: the flowControl gate turns on flow control (queueing by priority and fairness), which this version of Switchyard does not implement yet; remove the gate: requests are then admitted as in GIE without flow control, sheddable ones (priority < 0) refused with 429 while the saturation detector reports saturation`,
 				`flowControl.maxBytes: invalid quantity "10Qi": use a Kubernetes quantity such as 10Gi or 5k`,
 				`flowControl.defaultRequestTTL: invalid duration "soon": use e.g. 60s`,
-				`flowControl.priorityBands[0].orderingPolicyRef: "fcfs-ordering-policy" is not defined in plugins`,
 				`flowControl.priorityBands[1].priority: duplicate priority 1 (also priorityBands[0])`,
 				`schedulingProfiles: plugins[1] "single-profile-handler" (single-profile-handler) runs exactly one profile, but 2 are configured; use a handler that supports several`,
 			},

@@ -1,11 +1,15 @@
 package config
 
-import "encoding/json"
+import (
+	"encoding/json"
+
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+)
 
 // API versions and kind accepted for EndpointPickerConfig.
 const (
 	APIVersionGIE  = "inference.networking.x-k8s.io/v1alpha1"
-	APIVersionLLMD = "llm-d.ai/v1alpha1"
+	APIVersionLLMD = scheduling.APIVersionLLMD
 	Kind           = "EndpointPickerConfig"
 )
 

@@ -37,6 +37,18 @@ type HandleOptions struct {
 	Registerer prometheus.Registerer
 	// Seed makes plugin randomness reproducible; 0 draws a random seed.
 	Seed uint64
+	// APIVersion is the apiVersion of the configuration the plugins come
+	// from, for plugins whose GIE and llm-d versions behave differently.
+	APIVersion string
+}
+
+// APIVersionLLMD is the apiVersion of llm-d router configurations.
+const APIVersionLLMD = "llm-d.ai/v1alpha1"
+
+// ConfigDialect is implemented by handles that know the apiVersion of the
+// configuration being loaded.
+type ConfigDialect interface {
+	APIVersion() string
 }
 
 // BasicHandle is the Handle the configuration loader gives plugins.
@@ -45,6 +57,7 @@ type BasicHandle struct {
 	logger  logr.Logger
 	reg     prometheus.Registerer
 	seed    uint64
+	apiVer  string
 	mu      sync.RWMutex
 	plugins map[string]Plugin
 	params  map[string]any
@@ -52,7 +65,7 @@ type BasicHandle struct {
 
 // NewHandle returns a Handle.
 func NewHandle(opts HandleOptions) *BasicHandle {
-	h := &BasicHandle{ctx: opts.Context, logger: opts.Logger, reg: opts.Registerer, seed: opts.Seed, plugins: map[string]Plugin{}, params: map[string]any{}}
+	h := &BasicHandle{ctx: opts.Context, logger: opts.Logger, reg: opts.Registerer, seed: opts.Seed, apiVer: opts.APIVersion, plugins: map[string]Plugin{}, params: map[string]any{}}
 	if h.ctx == nil {
 		h.ctx = context.Background()
 	}
@@ -113,3 +126,6 @@ func (h *BasicHandle) Params(name string) (any, bool) {
 	p, ok := h.params[name]
 	return p, ok
 }
+
+// APIVersion implements ConfigDialect.
+func (h *BasicHandle) APIVersion() string { return h.apiVer }

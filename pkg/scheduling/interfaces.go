@@ -125,6 +125,11 @@ type DefaultProducer interface {
 
 // PreRequest runs after a successful schedule, before the request is
 // forwarded (e.g. to count in-flight requests or update the prefix index).
+// It runs again if the same request is scheduled again before it completes
+// (a retry: hooks should move what they counted), and never after
+// ResponseComplete for the request. A hook may call Scheduler methods for
+// its own request; a completion it triggers runs after the PreRequest
+// hooks.
 type PreRequest interface {
 	Plugin
 	PreRequest(ctx context.Context, req *Request, result *Result)

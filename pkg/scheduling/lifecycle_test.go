@@ -44,7 +44,7 @@ func TestPreRequestAndCompleteOrdering(t *testing.T) {
 		}
 	})
 
-	t.Run("PreRequest runs once", func(t *testing.T) {
+	t.Run("a retry runs PreRequest again, so hooks can move what they counted", func(t *testing.T) {
 		hooks := &fakeHooks{name: "h"}
 		s := newScheduler(hooks)
 		req := &scheduling.Request{ID: "r"}
@@ -53,8 +53,47 @@ func TestPreRequestAndCompleteOrdering(t *testing.T) {
 			t.Fatal(err)
 		}
 		s.PreRequest(ctx, req, res)
-		if n := len(hooks.preReq); n != 1 {
-			t.Errorf("PreRequest hooks ran %d times, want 1", n)
+		if n := len(hooks.preReq); n != 2 {
+			t.Errorf("PreRequest hooks ran %d times, want 2", n)
+		}
+		s.ResponseComplete(ctx, req, &scheduling.Response{}, nil)
+		s.PreRequest(ctx, req, res)
+		if n := len(hooks.preReq); n != 2 {
+			t.Errorf("PreRequest hooks ran %d times after completion, want still 2", n)
+		}
+	})
+
+	t.Run("a PreRequest hook that completes the request does not deadlock", func(t *testing.T) {
+		var s *scheduling.Scheduler
+		var completes int
+		quitter := &hookFuncs{
+			pre: func(ctx context.Context, req *scheduling.Request) {
+				if !s.ResponseComplete(ctx, req, &scheduling.Response{Disconnected: true}, nil) {
+					t.Error("ResponseComplete from a PreRequest hook was not taken")
+				}
+				if completes != 0 {
+					t.Error("completion hooks ran while PreRequest hooks were running")
+				}
+			},
+			complete: func(ctx context.Context, req *scheduling.Request) {
+				completes++
+				// A completion hook that completes again is a no-op, not a deadlock.
+				if s.ResponseComplete(ctx, req, &scheduling.Response{}, nil) {
+					t.Error("nested ResponseComplete ran")
+				}
+			},
+		}
+		s = mustScheduler(t, scheduling.SchedulerConfig{
+			ProfileHandler:   singleProfileHandler("p", nil),
+			Profiles:         []*scheduling.Profile{scoredProfile(t, "p", map[string]float64{"ep-1": 1})},
+			PreRequest:       []scheduling.PreRequest{quitter},
+			ResponseComplete: []scheduling.ResponseComplete{quitter},
+		})
+		if _, err := s.Process(ctx, &scheduling.Request{ID: "r"}, eps); err != nil {
+			t.Fatal(err)
+		}
+		if completes != 1 {
+			t.Errorf("completion hooks ran %d times, want 1 (after the PreRequest hooks)", completes)
 		}
 	})
 
@@ -133,4 +172,22 @@ func (p *countingPicker) TypedName() scheduling.TypedName {
 func (p *countingPicker) Pick(_ context.Context, _ *scheduling.Request, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
 	p.calls++
 	return &scheduling.ProfileResult{Targets: []*scheduling.Endpoint{scored[0].Endpoint}}
+}
+
+// hookFuncs is a PreRequest and ResponseComplete plugin made of functions.
+type hookFuncs struct {
+	pre      func(context.Context, *scheduling.Request)
+	complete func(context.Context, *scheduling.Request)
+}
+
+func (h *hookFuncs) TypedName() scheduling.TypedName {
+	return scheduling.TypedName{Type: "hook-funcs", Name: "hooks"}
+}
+
+func (h *hookFuncs) PreRequest(ctx context.Context, req *scheduling.Request, _ *scheduling.Result) {
+	h.pre(ctx, req)
+}
+
+func (h *hookFuncs) ResponseComplete(ctx context.Context, req *scheduling.Request, _ *scheduling.Response, _ *scheduling.Endpoint) {
+	h.complete(ctx, req)
 }

@@ -44,7 +44,10 @@ func Typed[P any, T Plugin](defaults func() P, newFn func(name string, p P, h Ha
 			return nil, err
 		}
 		if rec, ok := h.(ParamsRecorder); ok {
-			if _, none := any(p).(NoParams); !none {
+			if ep, ok := any(plugin).(interface{ EffectiveParams() any }); ok {
+				// The plugin resolved a setting its parameters left open.
+				rec.RecordParams(name, ep.EffectiveParams())
+			} else if _, none := any(p).(NoParams); !none {
 				rec.RecordParams(name, p)
 			}
 		}
@@ -63,15 +66,36 @@ func DecodeParams(raw json.RawMessage, out any) error {
 	}
 	strictErrs, err := sigsjson.UnmarshalStrict(trimmed, out)
 	if err != nil {
-		// encoding/json's errors carry the field path as data; decode
-		// again into a scratch value to describe the problem with them.
-		scratch := reflect.New(reflect.TypeOf(out).Elem()).Interface()
-		if jerr := json.Unmarshal(trimmed, scratch); jerr != nil {
-			return DescribeJSONError(jerr)
-		}
-		return DescribeJSONError(err)
+		// A type or syntax error stops the decoding, so unknown keys after
+		// it are reported once it is fixed.
+		return describeDecodeError(err)
 	}
 	return errors.Join(strictErrs...)
+}
+
+// describeDecodeError describes an error of sigs.k8s.io/json's decoder.
+// Its type errors are its own copy of encoding/json's UnmarshalTypeError,
+// whose exported fields are read by reflection so that the message names
+// the field exactly as the user spelled it.
+func describeDecodeError(err error) error {
+	if isSyntax, offset := sigsjson.SyntaxErrorOffset(err); isSyntax {
+		return fmt.Errorf("invalid JSON at byte %d: %s", offset, strings.TrimPrefix(err.Error(), "json: "))
+	}
+	v := reflect.ValueOf(err)
+	if v.Kind() == reflect.Pointer && !v.IsNil() && v.Elem().Kind() == reflect.Struct && v.Elem().Type().Name() == "UnmarshalTypeError" {
+		e := v.Elem()
+		field, value, typ := e.FieldByName("Field"), e.FieldByName("Value"), e.FieldByName("Type")
+		if field.Kind() == reflect.String && value.Kind() == reflect.String && typ.IsValid() {
+			if t, ok := typ.Interface().(reflect.Type); ok && t != nil {
+				want := jsonKind(t.Kind().String())
+				if field.String() == "" {
+					return fmt.Errorf("expected %s, got %s", want, value.String())
+				}
+				return fmt.Errorf("%s: expected %s, got %s", field.String(), want, value.String())
+			}
+		}
+	}
+	return DescribeJSONError(err)
 }
 
 // DescribeJSONError rewrites an encoding/json error so that it names the

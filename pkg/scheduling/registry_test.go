@@ -257,6 +257,7 @@ func TestTyped(t *testing.T) {
 		{name: "trailing object", raw: `{} {}`, wantErr: "invalid JSON at byte 4: invalid character '{' after top-level value"},
 		{name: "trailing garbage", raw: `{"maxQueue": 2} x`, wantErr: "invalid JSON at byte 17: invalid character 'x' after top-level value"},
 		{name: "keys are case-sensitive", raw: `{"MaxQueue": 3}`, wantErr: `unknown field "MaxQueue"`},
+		{name: "a type error names the key as written", raw: `{"Threshold": true, "tags": {}}`, wantErr: "tags: expected a list, got object"},
 		{name: "duplicate key", raw: `{"maxQueue": 3, "maxQueue": 4}`, wantErr: `duplicate field "maxQueue"`},
 		{name: "every unknown key is reported", raw: `{"a": 1, "tags": [], "b": 2}`, wantErrs: []string{`unknown field "a"`, `unknown field "b"`}},
 		{name: "syntax error", raw: `{"maxQueue": 2,}`, wantErr: "invalid JSON at byte 16: invalid character '}' looking for beginning of object key string"},

@@ -289,19 +289,40 @@ func (s *Scheduler) Schedule(ctx context.Context, req *Request, candidates []*En
 	return res, nil
 }
 
-// PreRequest runs the PreRequest hooks, once per request, and not at all
-// once ResponseComplete has run for it (the client went away first).
+// Request lifecycle states: PreRequest hooks and ResponseComplete hooks
+// are ordered without holding a lock while hooks run, so a hook may call
+// back into the Scheduler for its own request.
+const (
+	lifecycleIdle       int32 = iota // not forwarded yet
+	lifecyclePreRunning              // PreRequest hooks are running
+	lifecyclePreDone                 // forwarded; PreRequest hooks ran
+	lifecycleCompleted               // ResponseComplete hooks ran or are running
+)
+
+// completion is a ResponseComplete call deferred while PreRequest hooks run.
+type completion struct {
+	resp   *Response
+	target *Endpoint
+}
+
+// PreRequest runs the PreRequest hooks. It runs again if the request is
+// scheduled again (a retry) before it completes, so hooks can move what
+// they counted; it does not run once ResponseComplete has run (the client
+// went away first). A ResponseComplete that arrives while the hooks run,
+// from a hook or another goroutine, is carried out when they finish.
 func (s *Scheduler) PreRequest(ctx context.Context, req *Request, res *Result) {
-	req.hooks.Lock()
-	defer req.hooks.Unlock()
-	if req.completed || req.preRequest {
-		return
+	if !req.lifecycle.CompareAndSwap(lifecycleIdle, lifecyclePreRunning) &&
+		!req.lifecycle.CompareAndSwap(lifecyclePreDone, lifecyclePreRunning) {
+		return // completed, or PreRequest already running
 	}
-	req.preRequest = true
 	for _, t := range s.preRequest {
 		start := time.Now()
 		t.p.PreRequest(ctx, req, res)
 		t.obs.Observe(time.Since(start).Seconds())
+	}
+	req.lifecycle.Store(lifecyclePreDone)
+	if c := req.pending.Load(); c != nil && req.lifecycle.CompareAndSwap(lifecyclePreDone, lifecycleCompleted) {
+		s.runComplete(ctx, req, c.resp, c.target)
 	}
 }
 
@@ -323,22 +344,38 @@ func (s *Scheduler) ResponseStreaming(ctx context.Context, req *Request, resp *R
 	}
 }
 
-// ResponseComplete runs the completion hooks the first time it is called
-// for a request and does nothing afterwards, so callers may call it from
-// every exit path (end of stream, disconnect, error). It waits for running
-// PreRequest hooks of the same request, and PreRequest does not run after
-// it. It reports whether the hooks ran.
+// ResponseComplete runs the completion hooks once per request: callers
+// may call it from every exit path (end of stream, disconnect, error) and
+// only the first call counts. When PreRequest hooks of the request are
+// running, the hooks run as soon as they finish. It reports whether this
+// call ran the hooks or had them run.
 func (s *Scheduler) ResponseComplete(ctx context.Context, req *Request, resp *Response, target *Endpoint) bool {
-	req.hooks.Lock()
-	defer req.hooks.Unlock()
-	if req.completed {
-		return false
+	if !req.pending.CompareAndSwap(nil, &completion{resp: resp, target: target}) {
+		return false // an earlier call counts
 	}
-	req.completed = true
+	for {
+		switch st := req.lifecycle.Load(); st {
+		case lifecycleCompleted:
+			return false
+		case lifecyclePreRunning:
+			// PreRequest sees pending when its hooks finish. If it finished
+			// just now, the loop takes the completion itself.
+			if req.lifecycle.Load() == lifecyclePreRunning {
+				return true
+			}
+		default:
+			if req.lifecycle.CompareAndSwap(st, lifecycleCompleted) {
+				s.runComplete(ctx, req, resp, target)
+				return true
+			}
+		}
+	}
+}
+
+func (s *Scheduler) runComplete(ctx context.Context, req *Request, resp *Response, target *Endpoint) {
 	for _, t := range s.complete {
 		start := time.Now()
 		t.p.ResponseComplete(ctx, req, resp, target)
 		t.obs.Observe(time.Since(start).Seconds())
 	}
-	return true
 }

@@ -10,14 +10,20 @@ const EstimatedOutputRatio = 1.5
 const maxEstimatedInput = math.MaxInt64 / 4
 
 // EstimateInputTokens returns the prompt's length in tokens, as the
-// in-flight accounting plugins count it: Request.PromptTokens when it is
-// positive, otherwise the prompt text's length in bytes divided by 4,
-// rounded to the nearest integer (halves up), and at least 1: like GIE
-// v1.5, a parsed request with an empty prompt counts as one token. A nil
-// request counts 0.
+// in-flight accounting plugins count it, at least 1 (like GIE v1.5, a
+// parsed request with an empty prompt counts as one token); a nil request
+// counts 0. In order of preference:
+//   - Request.BodyBytes / 4 (integer division), when the body size is
+//     known: what GIE v1.5 counts, since its request path always knows it;
+//   - Request.PromptTokens, when positive;
+//   - the prompt text's length in bytes / 4, rounded to the nearest
+//     integer (halves up): GIE's estimate when the size is unknown.
 func EstimateInputTokens(req *Request) int64 {
 	if req == nil {
 		return 0
+	}
+	if req.BodyBytes > 0 {
+		return max(1, min(int64(req.BodyBytes)/4, maxEstimatedInput))
 	}
 	if req.PromptTokens > 0 {
 		return min(int64(req.PromptTokens), maxEstimatedInput)

@@ -75,3 +75,26 @@ func TestEstimateTokensMatchesFloatFormula(t *testing.T) {
 func estimateReq(promptTokens int, s string) *scheduling.Request {
 	return &scheduling.Request{PromptTokens: promptTokens, Prompt: scheduling.Prompt{Text: []byte(s)}}
 }
+
+// TestEstimateInputTokensPrefersBodySize: GIE v1.5 always knows the body
+// size and divides it by 4 (integer division, at least 1); the prompt-based
+// estimates apply only when the size is unknown.
+func TestEstimateInputTokensPrefersBodySize(t *testing.T) {
+	tests := []struct {
+		name string
+		req  *scheduling.Request
+		want int64
+	}{
+		{name: "body size wins over prompt tokens and text", req: &scheduling.Request{BodyBytes: 4003, PromptTokens: 7, Prompt: scheduling.Prompt{Text: make([]byte, 40)}}, want: 1000},
+		{name: "a tiny body counts one token", req: &scheduling.Request{BodyBytes: 3}, want: 1},
+		{name: "prompt tokens when the size is unknown", req: &scheduling.Request{PromptTokens: 7, Prompt: scheduling.Prompt{Text: make([]byte, 40)}}, want: 7},
+		{name: "text length otherwise", req: &scheduling.Request{Prompt: scheduling.Prompt{Text: make([]byte, 42)}}, want: 11},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := scheduling.EstimateInputTokens(tt.req); got != tt.want {
+				t.Errorf("EstimateInputTokens = %d, want %d", got, tt.want)
+			}
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -160,6 +161,9 @@ type Request struct {
 	FairnessID string
 	// PromptTokens is an estimate of the prompt's length in tokens.
 	PromptTokens int
+	// BodyBytes is the size of the request body as received, in bytes
+	// (0 if unknown). GIE's token estimate divides it by 4.
+	BodyBytes int
 	// MaxOutputTokens is max_tokens (or its spellings), 0 if absent.
 	MaxOutputTokens int
 	// Stream is true for streamed (SSE) responses.
@@ -168,12 +172,11 @@ type Request struct {
 	mu    sync.Mutex
 	state map[string]any
 
-	// hooks orders PreRequest and ResponseComplete for this request: once
-	// completed, PreRequest hooks no longer run, so nothing they would
-	// count can be left behind by a completion that came first.
-	hooks      sync.Mutex
-	completed  bool
-	preRequest bool
+	// lifecycle orders PreRequest and ResponseComplete for this request
+	// (see Scheduler.PreRequest); pending holds a completion that arrived
+	// while PreRequest hooks were running.
+	lifecycle atomic.Int32
+	pending   atomic.Pointer[completion]
 }
 
 // Header returns a request header by lower-case name.

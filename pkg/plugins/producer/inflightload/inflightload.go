@@ -103,13 +103,16 @@ const dead = math.MinInt64 / 2
 
 // Params is the producer's parameters.
 type Params struct {
-	// TokenAccounting is how a request's tokens are counted: "gie"
-	// (default; GIE v1.5's estimate of input plus 1.5 times as many output
-	// tokens, held until the response completes) or "llm-d" (llm-d's
-	// uncached prompt tokens, released at the first response chunk, and
-	// optionally estimated output tokens). The three parameters below
-	// apply to "llm-d" only and are rejected with "gie".
-	TokenAccounting Accounting `json:"tokenAccounting"`
+	// TokenAccounting is how a request's tokens are counted: "gie" (GIE
+	// v1.5's estimate of input plus 1.5 times as many output tokens, held
+	// until the response completes) or "llm-d" (llm-d's uncached prompt
+	// tokens, released at the first response chunk, and optionally
+	// estimated output tokens). Unset, it follows the file the plugin comes
+	// from, so that both projects' files count as they do there: "llm-d"
+	// for an llm-d.ai/v1alpha1 configuration or when one of the three
+	// llm-d parameters below is set, "gie" otherwise. The three parameters
+	// below are rejected with "gie".
+	TokenAccounting Accounting `json:"tokenAccounting,omitempty"`
 	// AddEstimatedOutputTokens (llm-d only) adds an estimate of each
 	// request's output tokens, held until the response completes. Default
 	// false.
@@ -125,15 +128,35 @@ type Params struct {
 	MaxEstimatedOutputTokens *int64 `json:"maxEstimatedOutputTokens,omitempty"`
 }
 
-// DefaultParams returns the defaults: GIE's accounting.
+// DefaultParams returns the defaults: the accounting follows the
+// configuration (see TokenAccounting).
 func DefaultParams() Params {
-	return Params{TokenAccounting: AccountingGIE}
+	return Params{}
+}
+
+// llmdKeysSet reports whether any llm-d-only parameter is set.
+func (p *Params) llmdKeysSet() bool {
+	return p.AddEstimatedOutputTokens != nil || p.OutputRatio != nil || p.MaxEstimatedOutputTokens != nil
+}
+
+// resolve returns p with TokenAccounting decided, for a configuration of
+// the given apiVersion.
+func (p Params) resolve(apiVersion string) Params {
+	if p.TokenAccounting == "" {
+		p.TokenAccounting = AccountingGIE
+		if apiVersion == scheduling.APIVersionLLMD || p.llmdKeysSet() {
+			p.TokenAccounting = AccountingLLMD
+		}
+	}
+	return p
 }
 
 // Validate reports every invalid parameter.
 func (p *Params) Validate() error {
 	var errs []error
 	switch p.TokenAccounting {
+	case "":
+		// Decided by New from the configuration (see TokenAccounting).
 	case AccountingGIE:
 		for _, f := range []struct {
 			name string
@@ -194,6 +217,7 @@ var completed = &entry{}
 // Producer tracks in-flight load per endpoint. It is safe for concurrent
 // use.
 type Producer struct {
+	params      Params // as configured, accounting resolved
 	typedName   scheduling.TypedName
 	llmd        bool
 	addOutput   bool
@@ -208,14 +232,20 @@ type Producer struct {
 }
 
 // New returns an in-flight load producer named name.
-func New(name string, p Params, _ scheduling.Handle) (*Producer, error) {
+func New(name string, p Params, h scheduling.Handle) (*Producer, error) {
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
+	apiVersion := ""
+	if d, ok := h.(scheduling.ConfigDialect); ok {
+		apiVersion = d.APIVersion()
+	}
+	p = p.resolve(apiVersion)
 	if name == "" {
 		name = Type
 	}
 	pr := &Producer{
+		params:      p,
 		typedName:   scheduling.TypedName{Type: Type, Name: name},
 		llmd:        p.TokenAccounting == AccountingLLMD,
 		outputRatio: DefaultOutputRatio,
@@ -238,6 +268,10 @@ func New(name string, p Params, _ scheduling.Handle) (*Producer, error) {
 
 // TypedName implements scheduling.Plugin.
 func (p *Producer) TypedName() scheduling.TypedName { return p.typedName }
+
+// EffectiveParams returns the parameters with the accounting decided, for
+// `epp validate -o yaml`.
+func (p *Producer) EffectiveParams() any { return p.params }
 
 // Produces implements scheduling.DataProducer.
 func (p *Producer) Produces() []string { return []string{scheduling.InFlightLoadKey.Name()} }

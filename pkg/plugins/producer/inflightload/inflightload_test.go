@@ -70,8 +70,8 @@ func TestFactory(t *testing.T) {
 			wantErrs: []string{"outputRatio: must be a finite number >= 0, got -1", "maxEstimatedOutputTokens: must be >= 0, got -5"},
 		},
 		{
-			name: "llm-d parameters without llm-d accounting",
-			raw:  `{"addEstimatedOutputTokens": false, "outputRatio": 1.5, "maxEstimatedOutputTokens": 10}`,
+			name: "llm-d parameters with gie accounting",
+			raw:  `{"tokenAccounting": "gie", "addEstimatedOutputTokens": false, "outputRatio": 1.5, "maxEstimatedOutputTokens": 10}`,
 			wantErrs: []string{
 				`addEstimatedOutputTokens: applies only with tokenAccounting "llm-d" (tokenAccounting is "gie")`,
 				`outputRatio: applies only with tokenAccounting "llm-d"`,
@@ -79,11 +79,28 @@ func TestFactory(t *testing.T) {
 			},
 		},
 		{
+			name: "llm-d parameters without an accounting choose llm-d's, so llm-d files load unchanged",
+			raw:  `{"addEstimatedOutputTokens": true, "outputRatio": 2}`,
+			check: func(t *testing.T, p *Producer) {
+				if !p.llmd || !p.addOutput || p.outputRatio != 2 || p.params.TokenAccounting != AccountingLLMD {
+					t.Errorf("got llmd=%v addOutput=%v ratio=%v accounting=%q, want llm-d accounting", p.llmd, p.addOutput, p.outputRatio, p.params.TokenAccounting)
+				}
+			},
+		},
+		{
+			name: "no parameters: GIE's accounting for a GIE configuration",
+			raw:  `{}`,
+			check: func(t *testing.T, p *Producer) {
+				if p.llmd || p.params.TokenAccounting != AccountingGIE {
+					t.Errorf("got llmd=%v accounting=%q, want gie", p.llmd, p.params.TokenAccounting)
+				}
+			},
+		},
+		{
 			name:     "unknown accounting",
 			raw:      `{"tokenAccounting": "vllm", "outputRatio": -2}`,
 			wantErrs: []string{`tokenAccounting: must be "gie" or "llm-d", got "vllm"`, "outputRatio: must be a finite number >= 0, got -2"},
 		},
-		{name: "empty accounting", raw: `{"tokenAccounting": ""}`, wantErrs: []string{`tokenAccounting: must be "gie" or "llm-d", got ""`}},
 		{name: "unknown key", raw: `{"requestTimeout": "2m"}`, wantErrs: []string{"requestTimeout"}},
 		{name: "wrong type", raw: `{"tokenAccounting": "llm-d", "addEstimatedOutputTokens": "yes"}`, wantErrs: []string{"addEstimatedOutputTokens: expected a boolean"}},
 		{name: "wrong accounting type", raw: `{"tokenAccounting": 1}`, wantErrs: []string{"tokenAccounting: expected a string"}},
@@ -596,5 +613,30 @@ func TestConcurrent(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAccountingFollowsTheConfiguration: an llm-d.ai configuration gets
+// llm-d's accounting without saying so, as in llm-d.
+func TestAccountingFollowsTheConfiguration(t *testing.T) {
+	for _, tt := range []struct {
+		apiVersion string
+		wantLLMD   bool
+	}{
+		{apiVersion: scheduling.APIVersionLLMD, wantLLMD: true},
+		{apiVersion: "inference.networking.x-k8s.io/v1alpha1", wantLLMD: false},
+	} {
+		h := scheduling.NewHandle(scheduling.HandleOptions{APIVersion: tt.apiVersion, Seed: 1})
+		pl, err := Registration.Factory("load", nil, h)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := pl.(*Producer).llmd; got != tt.wantLLMD {
+			t.Errorf("apiVersion %s: llm-d accounting = %v, want %v", tt.apiVersion, got, tt.wantLLMD)
+		}
+		params, _ := h.Params("load")
+		if got := params.(Params).TokenAccounting; (got == AccountingLLMD) != tt.wantLLMD || got == "" {
+			t.Errorf("apiVersion %s: effective tokenAccounting = %q", tt.apiVersion, got)
+		}
 	}
 }
