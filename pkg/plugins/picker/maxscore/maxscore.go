@@ -10,8 +10,6 @@ package maxscore
 
 import (
 	"context"
-	"errors"
-	"math/rand/v2"
 
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/internal/pick"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
@@ -30,31 +28,17 @@ func DefaultParams() Params { return pick.DefaultParams() }
 
 // Picker is a max-score-picker instance. It is safe for concurrent use.
 type Picker struct {
-	typedName scheduling.TypedName
-	max       int
-	rng       *rand.Rand
+	pick.Base
 }
 
 // New returns a max-score-picker. Its randomness comes from h.Rand(name).
 func New(name string, p Params, h scheduling.Handle) (*Picker, error) {
-	if err := p.Validate(); err != nil {
+	base, err := pick.NewBase(Type, name, p, h)
+	if err != nil {
 		return nil, err
 	}
-	if h == nil {
-		return nil, errors.New("max-score-picker: nil handle")
-	}
-	if name == "" {
-		name = Type
-	}
-	return &Picker{
-		typedName: scheduling.TypedName{Type: Type, Name: name},
-		max:       p.MaxNumOfEndpoints,
-		rng:       h.Rand(name),
-	}, nil
+	return &Picker{Base: base}, nil
 }
-
-// TypedName implements scheduling.Plugin.
-func (p *Picker) TypedName() scheduling.TypedName { return p.typedName }
 
 // Pick implements scheduling.Picker. It returns up to MaxNumOfEndpoints
 // endpoints in descending score order; endpoints with equal scores come in
@@ -64,11 +48,11 @@ func (p *Picker) Pick(_ context.Context, _ *scheduling.Request, scored []schedul
 	switch {
 	case len(scored) == 0:
 		return &scheduling.ProfileResult{}
-	case p.max == 1:
+	case p.Max == 1:
 		return pick.Single(scored[p.pickOne(scored)].Endpoint)
 	}
-	k := min(p.max, len(scored))
-	pick.SelectTop(p.rng, scored, k)
+	k := min(p.Max, len(scored))
+	pick.SelectTop(p.Rng, scored, k)
 	return pick.Result(scored[:k])
 }
 
@@ -84,7 +68,7 @@ func (p *Picker) pickOne(scored []scheduling.ScoredEndpoint) int {
 			best, bestRank, ties = i, r, 1
 		case r == bestRank:
 			ties++
-			if p.rng.IntN(ties) == 0 {
+			if p.Rng.IntN(ties) == 0 {
 				best = i
 			}
 		}

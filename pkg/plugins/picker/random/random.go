@@ -8,8 +8,6 @@ package random
 
 import (
 	"context"
-	"errors"
-	"math/rand/v2"
 
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/internal/pick"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
@@ -27,31 +25,17 @@ func DefaultParams() Params { return pick.DefaultParams() }
 
 // Picker is a random-picker instance. It is safe for concurrent use.
 type Picker struct {
-	typedName scheduling.TypedName
-	max       int
-	rng       *rand.Rand
+	pick.Base
 }
 
 // New returns a random-picker. Its randomness comes from h.Rand(name).
 func New(name string, p Params, h scheduling.Handle) (*Picker, error) {
-	if err := p.Validate(); err != nil {
+	base, err := pick.NewBase(Type, name, p, h)
+	if err != nil {
 		return nil, err
 	}
-	if h == nil {
-		return nil, errors.New("random-picker: nil handle")
-	}
-	if name == "" {
-		name = Type
-	}
-	return &Picker{
-		typedName: scheduling.TypedName{Type: Type, Name: name},
-		max:       p.MaxNumOfEndpoints,
-		rng:       h.Rand(name),
-	}, nil
+	return &Picker{Base: base}, nil
 }
-
-// TypedName implements scheduling.Plugin.
-func (p *Picker) TypedName() scheduling.TypedName { return p.typedName }
 
 // Pick implements scheduling.Picker. Every ordered selection of
 // min(MaxNumOfEndpoints, len(scored)) distinct endpoints is equally likely.
@@ -61,12 +45,12 @@ func (p *Picker) Pick(_ context.Context, _ *scheduling.Request, scored []schedul
 	switch {
 	case n == 0:
 		return &scheduling.ProfileResult{}
-	case p.max == 1:
-		return pick.Single(scored[p.rng.IntN(n)].Endpoint)
+	case p.Max == 1:
+		return pick.Single(scored[p.Rng.IntN(n)].Endpoint)
 	}
-	k := min(p.max, n)
+	k := min(p.Max, n)
 	for i := range k { // partial Fisher-Yates shuffle
-		j := i + p.rng.IntN(n-i)
+		j := i + p.Rng.IntN(n-i)
 		scored[i], scored[j] = scored[j], scored[i]
 	}
 	return pick.Result(scored[:k])

@@ -24,7 +24,7 @@ func TestFactory(t *testing.T) {
 // wantMax checks the picker returns up to n endpoints.
 func wantMax(n int) func(*testing.T, scheduling.Plugin) {
 	return func(t *testing.T, p scheduling.Plugin) {
-		if got := p.(*Picker).max; got != n {
+		if got := p.(*Picker).Max; got != n {
 			t.Errorf("max = %d, want %d", got, n)
 		}
 	}

@@ -19,9 +19,7 @@ package weightedrandom
 
 import (
 	"context"
-	"errors"
 	"math"
-	"math/rand/v2"
 	"slices"
 	"sync"
 
@@ -43,32 +41,18 @@ func DefaultParams() Params { return pick.DefaultParams() }
 // Picker is a weighted-random-picker instance. It is safe for concurrent
 // use.
 type Picker struct {
-	typedName scheduling.TypedName
-	max       int
-	rng       *rand.Rand
+	pick.Base
 }
 
 // New returns a weighted-random-picker. Its randomness comes from
 // h.Rand(name).
 func New(name string, p Params, h scheduling.Handle) (*Picker, error) {
-	if err := p.Validate(); err != nil {
+	base, err := pick.NewBase(Type, name, p, h)
+	if err != nil {
 		return nil, err
 	}
-	if h == nil {
-		return nil, errors.New("weighted-random-picker: nil handle")
-	}
-	if name == "" {
-		name = Type
-	}
-	return &Picker{
-		typedName: scheduling.TypedName{Type: Type, Name: name},
-		max:       p.MaxNumOfEndpoints,
-		rng:       h.Rand(name),
-	}, nil
+	return &Picker{Base: base}, nil
 }
-
-// TypedName implements scheduling.Plugin.
-func (p *Picker) TypedName() scheduling.TypedName { return p.typedName }
 
 // Pick implements scheduling.Picker. The first target is endpoint i with
 // probability s_i / Σs; each further target is drawn the same way from the
@@ -80,17 +64,17 @@ func (p *Picker) Pick(_ context.Context, _ *scheduling.Request, scored []schedul
 	switch {
 	case n == 0:
 		return &scheduling.ProfileResult{}
-	case p.max == 1:
+	case p.Max == 1:
 		return pick.Single(scored[p.pickOne(scored)].Endpoint)
 	}
-	k := min(p.max, n)
+	k := min(p.Max, n)
 	buf := keyPool.Get().(*[]scheduling.ScoredEndpoint)
 	keys := slices.Grow((*buf)[:0], n)[:n]
 	for i := range scored {
 		keys[i] = scheduling.ScoredEndpoint{Endpoint: scored[i].Endpoint, Score: p.key(scored[i].Score)}
 	}
 	// Keys are never NaN, so SelectTop's NaN rule does not apply.
-	pick.SelectTop(p.rng, keys, k)
+	pick.SelectTop(p.Rng, keys, k)
 	res := pick.Result(keys[:k])
 	clear(keys) // drop endpoint references held by the pool
 	*buf = keys[:0]
@@ -112,11 +96,11 @@ func (p *Picker) pickOne(scored []scheduling.ScoredEndpoint) int {
 	}
 	switch {
 	case total == 0:
-		return p.rng.IntN(len(scored))
+		return p.Rng.IntN(len(scored))
 	case math.IsInf(total, 1):
 		return p.race(scored)
 	}
-	u := p.rng.Float64() * total
+	u := p.Rng.Float64() * total
 	cum, last := 0.0, 0
 	for i := range scored {
 		if s := scored[i].Score; s > 0 {
@@ -141,7 +125,7 @@ func (p *Picker) race(scored []scheduling.ScoredEndpoint) int {
 			continue
 		}
 		// E/s is smallest where ln(U)/s = -E/s, and so U^(1/s), is largest.
-		if k := p.rng.ExpFloat64() / s; best < 0 || k < bestKey {
+		if k := p.Rng.ExpFloat64() / s; best < 0 || k < bestKey {
 			best, bestKey = i, k
 		}
 	}
@@ -154,7 +138,7 @@ func (p *Picker) key(s float64) float64 {
 	if !(s > 0) {
 		return math.Inf(-1)
 	}
-	return -p.rng.ExpFloat64() / s
+	return -p.Rng.ExpFloat64() / s
 }
 
 // keyPool holds scratch slices for the keys of multi-endpoint picks.

@@ -158,3 +158,36 @@ func partitionTop(rng *rand.Rand, s []scheduling.ScoredEndpoint, k int) {
 		}
 	}
 }
+
+// Base is what every picker holds: its name, how many endpoints it returns
+// and its random source. Pickers embed it.
+type Base struct {
+	typedName scheduling.TypedName
+	// Max is the number of endpoints to return (maxNumOfEndpoints).
+	Max int
+	// Rng is the picker's random source, safe for concurrent use.
+	Rng *rand.Rand
+}
+
+// NewBase validates p and returns the Base of a picker of the given type;
+// an empty name defaults to the type, and randomness comes from
+// h.Rand(name).
+func NewBase(pluginType, name string, p Params, h scheduling.Handle) (Base, error) {
+	if err := p.Validate(); err != nil {
+		return Base{}, err
+	}
+	if h == nil {
+		return Base{}, fmt.Errorf("%s: nil handle", pluginType)
+	}
+	if name == "" {
+		name = pluginType
+	}
+	return Base{
+		typedName: scheduling.TypedName{Type: pluginType, Name: name},
+		Max:       p.MaxNumOfEndpoints,
+		Rng:       h.Rand(name),
+	}, nil
+}
+
+// TypedName implements scheduling.Plugin.
+func (b *Base) TypedName() scheduling.TypedName { return b.typedName }
