@@ -92,9 +92,13 @@ type Admitter interface {
 // SaturationDetector reports how saturated a set of endpoints is: 0 is idle,
 // 1 or more is saturated. With no flow control, a request with a negative
 // priority is shed (429) when the candidates are saturated.
+//
+// req is the request being admitted; per-request data set by the data
+// producers, such as InFlightLoadKey, is on it. A detector that measures
+// the endpoints alone may ignore it.
 type SaturationDetector interface {
 	Plugin
-	Saturation(ctx context.Context, candidates []*Endpoint) float64
+	Saturation(ctx context.Context, req *Request, candidates []*Endpoint) float64
 }
 
 // DataProducer computes per-request data before scheduling and stores it

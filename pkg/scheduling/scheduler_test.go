@@ -73,7 +73,7 @@ func (fakeDetector) TypedName() scheduling.TypedName {
 	return scheduling.TypedName{Type: "fake-detector", Name: "detector"}
 }
 
-func (d fakeDetector) Saturation(context.Context, []*scheduling.Endpoint) float64 {
+func (d fakeDetector) Saturation(context.Context, *scheduling.Request, []*scheduling.Endpoint) float64 {
 	return d.saturation
 }
 

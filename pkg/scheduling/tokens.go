@@ -36,8 +36,8 @@ func EstimateInputTokens(req *Request) int64 {
 // EstimateInputTokens plus round(1.5 × input) expected output tokens, so
 // 1 input token counts 3, 100 count 250. A nil request counts 0.
 //
-// The inflight-load-producer (default accounting) and the
-// concurrency-detector (tokens mode) both count requests with it.
+// The inflight-load-producer (GIE accounting) counts requests with it; the
+// concurrency-detector in tokens mode reads those counts.
 func EstimateTokens(req *Request) int64 {
 	in := EstimateInputTokens(req)
 	// round(1.5 × in) = in + round(in / 2), halves up, in integers.

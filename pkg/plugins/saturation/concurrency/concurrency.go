@@ -2,33 +2,35 @@
 // saturation detector and scheduling filter driven by the requests (or
 // estimated tokens) the gateway itself has in flight to each endpoint.
 //
-// Unlike utilization-detector it does not wait for scraped metrics: the
-// detector charges a request to every target of the primary profile in its
-// PreRequest hook and releases the same endpoints exactly once in its
-// ResponseComplete hook (end of stream, error or client disconnect). Pool
-// saturation is the total in flight divided by the pool's capacity
-// (endpoints × per-endpoint capacity); as a filter it keeps endpoints below
-// capacity×(1+headroom).
+// Unlike utilization-detector it does not wait for scraped metrics: it
+// reads the in-flight counts of the inflight-load-producer, which the
+// producer puts on every request under scheduling.InFlightLoadKey. The
+// detector keeps no state of its own. It declares the key in Consumes and
+// names the producer as its DefaultProducer, so the configuration loader
+// adds an inflight-load-producer with default parameters when none is
+// configured. Pool saturation is the total in flight divided by the pool's
+// capacity (endpoints × per-endpoint capacity); as a filter it keeps
+// endpoints below capacity×(1+headroom).
 //
 // This follows GIE v1.5's concurrency-detector (parameters, formulas, and a
-// filter that may remove every endpoint). Its counts are those of GIE's
-// inflight-load-producer, which GIE's detector reads: the same targets are
-// charged and tokens are estimated by the same formula,
-// scheduling.EstimateTokens, which the inflight-load-producer also uses.
+// filter that may remove every endpoint), which also reads the counts of
+// GIE's inflight-load-producer.
 package concurrency
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"sync/atomic"
 
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
 // Type is the plugin type name used in configuration.
 const Type = "concurrency-detector"
+
+// ProducerType is the data producer whose counts the detector reads; the
+// configuration loader adds one when none is configured.
+const ProducerType = "inflight-load-producer"
 
 // Mode says what the detector counts.
 type Mode string
@@ -43,10 +45,11 @@ const (
 
 // Params configures a concurrency-detector.
 type Params struct {
-	// ConcurrencyMode is what is counted: "requests" (each request counts
-	// 1) or "tokens" (each request counts its estimated prompt tokens plus
-	// 1.5 times as many output tokens, scheduling.EstimateTokens). Default
-	// "requests".
+	// ConcurrencyMode is what is counted: "requests" (the producer's
+	// in-flight requests) or "tokens" (the producer's in-flight tokens;
+	// with its default GIE accounting each request counts its estimated
+	// prompt tokens plus 1.5 times as many output tokens,
+	// scheduling.EstimateTokens). Default "requests".
 	ConcurrencyMode Mode `json:"concurrencyMode"`
 	// MaxConcurrency is one endpoint's ideal number of in-flight requests
 	// in "requests" mode. Default 100; must be > 0.
@@ -91,53 +94,15 @@ func (p *Params) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Detector is a concurrency-detector instance. It is safe for concurrent
-// use; its counters live as long as the instance.
+// Detector is a concurrency-detector instance. It holds no counters: it
+// reads the in-flight load on the request, so it is safe for concurrent use
+// and takes no lock.
 type Detector struct {
 	name     string
 	tokens   bool  // count tokens instead of requests
 	capacity int64 // per endpoint, in requests or tokens
 	limit    int64 // filter limit: capacity × (1 + headroom)
-
-	// loads maps an endpoint key to its *load. An entry is removed when
-	// its counters return to zero, so endpoints that leave the pool do not
-	// accumulate.
-	loads sync.Map
-	// chargeKey holds, on each request this instance counted, what it
-	// counted, so the release happens once and on the same endpoints.
-	chargeKey scheduling.StateKey[*charge]
 }
-
-// load is one endpoint's in-flight counters. Reads are lock-free; changes
-// take mu so that an entry is never removed while being incremented.
-type load struct {
-	requests atomic.Int64
-	tokens   atomic.Int64
-	mu       sync.Mutex
-	removed  bool
-}
-
-// charge is what one request added to its targets' loads.
-type charge struct {
-	tokens   int64 // per target
-	targets  []charged
-	one      [1]charged // backs targets for the usual single target
-	released atomic.Bool
-}
-
-// charged is one endpoint a request was charged to.
-type charged struct {
-	key  string
-	load *load
-}
-
-// completed marks a request whose response has completed: a PreRequest
-// arriving afterwards charges nothing.
-var completed = func() *charge {
-	c := &charge{}
-	c.released.Store(true)
-	return c
-}()
 
 // New builds a detector from validated parameters.
 func New(name string, p Params, h scheduling.Handle) (*Detector, error) {
@@ -149,10 +114,9 @@ func New(name string, p Params, h scheduling.Handle) (*Detector, error) {
 			"plugin", name, "headroom", p.Headroom)
 	}
 	d := &Detector{
-		name:      name,
-		tokens:    p.ConcurrencyMode == ModeTokens,
-		capacity:  p.MaxConcurrency,
-		chargeKey: scheduling.NewStateKey[*charge](Type + "/" + name + "/charge"),
+		name:     name,
+		tokens:   p.ConcurrencyMode == ModeTokens,
+		capacity: p.MaxConcurrency,
 	}
 	if d.tokens {
 		d.capacity = p.MaxTokenConcurrency
@@ -167,41 +131,54 @@ func (d *Detector) TypedName() scheduling.TypedName {
 	return scheduling.TypedName{Type: Type, Name: d.name}
 }
 
-// InFlight returns the requests this detector counted against the endpoint
-// that have not completed, and their estimated tokens
-// (scheduling.EstimateTokens each).
-func (d *Detector) InFlight(endpointKey string) (requests, tokens int64) {
-	v, ok := d.loads.Load(endpointKey)
-	if !ok {
-		return 0, 0
+// Consumes implements scheduling.DataConsumer.
+func (d *Detector) Consumes() []string { return []string{scheduling.InFlightLoadKey.Name()} }
+
+// DefaultProducer implements scheduling.DefaultProducer: the in-flight load
+// comes from an inflight-load-producer with default parameters.
+func (d *Detector) DefaultProducer(key string) (pluginType string, params []byte, ok bool) {
+	if key == scheduling.InFlightLoadKey.Name() {
+		return ProducerType, nil, true
 	}
-	l := v.(*load)
-	return l.requests.Load(), l.tokens.Load()
+	return "", nil, false
+}
+
+// view returns the request's in-flight load, nil when the request is nil
+// or carries none.
+func view(req *scheduling.Request) scheduling.InFlightLoad {
+	if req == nil {
+		return nil
+	}
+	load, _ := scheduling.InFlightLoadKey.Get(req)
+	return load
 }
 
 // inFlight returns the counted quantity (requests or tokens) of an
-// endpoint.
-func (d *Detector) inFlight(e *scheduling.Endpoint) int64 {
-	v, ok := d.loads.Load(e.Key())
-	if !ok {
-		return 0
-	}
+// endpoint in load, which must not be nil.
+func (d *Detector) inFlight(load scheduling.InFlightLoad, e *scheduling.Endpoint) int64 {
+	requests, tokens := load.InFlight(e.Key())
 	if d.tokens {
-		return v.(*load).tokens.Load()
+		return tokens
 	}
-	return v.(*load).requests.Load()
+	return requests
 }
 
 // Saturation implements scheduling.SaturationDetector: total in flight over
 // the candidates divided by len(candidates) × capacity; 1.0 for an empty
-// candidate list (fail closed: nothing to send to).
-func (d *Detector) Saturation(_ context.Context, candidates []*scheduling.Endpoint) float64 {
+// candidate list (fail closed: nothing to send to). The counts are read
+// from the request's scheduling.InFlightLoadKey; without one (nil request,
+// key unset) every endpoint counts as idle and the value is 0.
+func (d *Detector) Saturation(_ context.Context, req *scheduling.Request, candidates []*scheduling.Endpoint) float64 {
 	if len(candidates) == 0 {
 		return 1
 	}
+	load := view(req)
+	if load == nil {
+		return 0
+	}
 	var total int64
 	for _, e := range candidates {
-		total += d.inFlight(e)
+		total += d.inFlight(load, e)
 	}
 	return float64(total) / (float64(len(candidates)) * float64(d.capacity))
 }
@@ -210,10 +187,16 @@ func (d *Detector) Saturation(_ context.Context, candidates []*scheduling.Endpoi
 // in-flight count is below capacity × (1 + headroom). As in GIE it may keep
 // none, which fails the profile run; it is a hard per-endpoint limit. When
 // every endpoint passes it returns the input slice without allocating.
-func (d *Detector) Filter(_ context.Context, _ *scheduling.Request, endpoints []*scheduling.Endpoint) []*scheduling.Endpoint {
+// Without an in-flight view on the request every endpoint counts as idle
+// and all are kept.
+func (d *Detector) Filter(_ context.Context, req *scheduling.Request, endpoints []*scheduling.Endpoint) []*scheduling.Endpoint {
+	load := view(req)
+	if load == nil {
+		return endpoints
+	}
 	var kept []*scheduling.Endpoint
 	for i, e := range endpoints {
-		if d.inFlight(e) < d.limit {
+		if d.inFlight(load, e) < d.limit {
 			if kept != nil {
 				kept = append(kept, e)
 			}
@@ -230,98 +213,6 @@ func (d *Detector) Filter(_ context.Context, _ *scheduling.Request, endpoints []
 	return kept
 }
 
-// PreRequest implements scheduling.PreRequest: it charges the request (and
-// its estimated tokens) to every target of the primary profile, as GIE's
-// inflight-load-producer does. A request charged before is moved to the new
-// targets, so counts stay exact; a request already completed is not
-// charged.
-func (d *Detector) PreRequest(_ context.Context, req *scheduling.Request, result *scheduling.Result) {
-	if req == nil {
-		return
-	}
-	targets := result.Targets()
-	n := 0
-	for _, t := range targets {
-		if t != nil {
-			n++
-		}
-	}
-	if n == 0 {
-		return
-	}
-	old, _ := d.chargeKey.Get(req)
-	if old == completed {
-		return
-	}
-	c := &charge{tokens: scheduling.EstimateTokens(req)}
-	c.targets = c.one[:0]
-	if n > 1 {
-		c.targets = make([]charged, 0, n)
-	}
-	for _, t := range targets {
-		if t != nil {
-			c.targets = append(c.targets, charged{key: t.Key(), load: d.acquire(t.Key(), c.tokens)})
-		}
-	}
-	d.chargeKey.Set(req, c)
-	if old != nil {
-		d.release(old)
-	}
-}
-
-// ResponseComplete implements scheduling.ResponseComplete: it releases what
-// PreRequest charged for the request, once, on the same endpoints,
-// whatever the outcome and whatever endpoint the completion names.
-func (d *Detector) ResponseComplete(_ context.Context, req *scheduling.Request, _ *scheduling.Response, _ *scheduling.Endpoint) {
-	if req == nil {
-		return
-	}
-	c, ok := d.chargeKey.Get(req)
-	d.chargeKey.Set(req, completed)
-	if ok {
-		d.release(c)
-	}
-}
-
-// acquire adds one request and tokens to the endpoint's load and returns
-// it. If the entry it finds is being removed it retries with a new one.
-func (d *Detector) acquire(key string, tokens int64) *load {
-	for {
-		v, ok := d.loads.Load(key)
-		if !ok {
-			v, _ = d.loads.LoadOrStore(key, &load{})
-		}
-		l := v.(*load)
-		l.mu.Lock()
-		if l.removed {
-			l.mu.Unlock()
-			continue
-		}
-		l.requests.Add(1)
-		l.tokens.Add(tokens)
-		l.mu.Unlock()
-		return l
-	}
-}
-
-// release undoes a charge, if not yet undone.
-func (d *Detector) release(c *charge) {
-	if c == nil || !c.released.CompareAndSwap(false, true) {
-		return
-	}
-	for _, t := range c.targets {
-		l := t.load
-		l.mu.Lock()
-		reqs := l.requests.Add(-1)
-		toks := l.tokens.Add(-c.tokens)
-		if reqs <= 0 && toks <= 0 {
-			l.removed = true
-			d.loads.CompareAndDelete(t.key, l)
-		}
-		l.mu.Unlock()
-	}
-}
-
 // Registration registers the concurrency-detector type.
 var Registration = scheduling.Registration{
 	Type:      Type,
@@ -332,6 +223,6 @@ var Registration = scheduling.Registration{
 var (
 	_ scheduling.SaturationDetector = (*Detector)(nil)
 	_ scheduling.Filter             = (*Detector)(nil)
-	_ scheduling.PreRequest         = (*Detector)(nil)
-	_ scheduling.ResponseComplete   = (*Detector)(nil)
+	_ scheduling.DataConsumer       = (*Detector)(nil)
+	_ scheduling.DefaultProducer    = (*Detector)(nil)
 )

@@ -4,31 +4,46 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/switchyard-ai/switchyard/pkg/plugins/producer/inflightload"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling/schedulingtest"
 )
 
 var sizes = []int{10, 100, 1000}
 
-// loaded returns a detector with maxConcurrency 8 and n endpoints carrying
-// 0–9 in-flight requests, so that the filter removes some of them.
-func loaded(b *testing.B, n int) (*Detector, []*scheduling.Endpoint) {
+// loaded returns a detector with maxConcurrency 8, n endpoints to which an
+// inflight-load-producer has charged 0–9 requests each, so that the filter
+// removes some of them, and a request carrying the producer's view.
+func loaded(b *testing.B, n int) (*Detector, []*scheduling.Endpoint, *scheduling.Request) {
 	d := mustBuild(b, `{"maxConcurrency": 8}`)
-	eps := schedulingtest.Endpoints(n, nil)
-	for i, e := range eps {
-		send(b, d, e, i%10, 100)
+	p, err := inflightload.New("", inflightload.DefaultParams(), schedulingtest.NewHandle(b))
+	if err != nil {
+		b.Fatal(err)
 	}
-	return d, eps
+	eps := schedulingtest.Endpoints(n, nil)
+	ctx := b.Context()
+	for i, e := range eps {
+		res := &scheduling.Result{
+			PrimaryProfile: "default",
+			ProfileResults: map[string]*scheduling.ProfileResult{"default": {Targets: []*scheduling.Endpoint{e}}},
+		}
+		for range i % 10 {
+			p.PreRequest(ctx, &scheduling.Request{PromptTokens: 100}, res)
+		}
+	}
+	req := &scheduling.Request{PromptTokens: 100}
+	p.Produce(ctx, req, eps)
+	return d, eps, req
 }
 
 func BenchmarkSaturation(b *testing.B) {
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
-			d, eps := loaded(b, n)
+			d, eps, req := loaded(b, n)
 			ctx := b.Context()
 			b.ReportAllocs()
 			for b.Loop() {
-				d.Saturation(ctx, eps)
+				d.Saturation(ctx, req, eps)
 			}
 		})
 	}
@@ -37,34 +52,11 @@ func BenchmarkSaturation(b *testing.B) {
 func BenchmarkFilter(b *testing.B) {
 	for _, n := range sizes {
 		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
-			d, eps := loaded(b, n)
-			ctx, req := b.Context(), &scheduling.Request{}
+			d, eps, req := loaded(b, n)
+			ctx := b.Context()
 			b.ReportAllocs()
 			for b.Loop() {
 				d.Filter(ctx, req, eps)
-			}
-		})
-	}
-}
-
-// BenchmarkRequestLifecycle measures the per-request hooks: count on
-// PreRequest, release on ResponseComplete, spread over the pool.
-func BenchmarkRequestLifecycle(b *testing.B) {
-	for _, n := range sizes {
-		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
-			d, eps := loaded(b, n)
-			results := make([]*scheduling.Result, n)
-			for i, e := range eps {
-				results[i] = result(e)
-			}
-			ctx := b.Context()
-			i := 0
-			b.ReportAllocs()
-			for b.Loop() {
-				req := &scheduling.Request{PromptTokens: 100}
-				d.PreRequest(ctx, req, results[i%n])
-				d.ResponseComplete(ctx, req, nil, nil)
-				i++
 			}
 		})
 	}

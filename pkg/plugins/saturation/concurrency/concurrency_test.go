@@ -101,58 +101,62 @@ func TestParams(t *testing.T) {
 	}
 }
 
-func result(targets ...*scheduling.Endpoint) *scheduling.Result {
-	return &scheduling.Result{
-		PrimaryProfile: "default",
-		ProfileResults: map[string]*scheduling.ProfileResult{"default": {Targets: targets}},
-	}
+// fakeLoad is a scheduling.InFlightLoad with fixed counts per endpoint key.
+type fakeLoad map[string][2]int64
+
+func (f fakeLoad) InFlight(key string) (requests, tokens int64) {
+	c := f[key]
+	return c[0], c[1]
 }
 
-// send counts n requests of promptTokens each against e and returns them.
-func send(t testing.TB, d *Detector, e *scheduling.Endpoint, n, promptTokens int) []*scheduling.Request {
-	t.Helper()
-	reqs := make([]*scheduling.Request, n)
-	for i := range reqs {
-		reqs[i] = &scheduling.Request{ID: e.Name(), PromptTokens: promptTokens}
-		d.PreRequest(t.Context(), reqs[i], result(e))
-	}
-	return reqs
+// request returns a request carrying the view, as the
+// inflight-load-producer leaves it after Produce.
+func request(load scheduling.InFlightLoad) *scheduling.Request {
+	req := &scheduling.Request{}
+	scheduling.InFlightLoadKey.Set(req, load)
+	return req
 }
 
-func complete(t testing.TB, d *Detector, reqs ...*scheduling.Request) {
-	t.Helper()
-	for _, r := range reqs {
-		d.ResponseComplete(t.Context(), r, &scheduling.Response{EndOfStream: true}, nil)
+// loadOf gives the endpoints the requests and tokens counts, in order.
+func loadOf(eps []*scheduling.Endpoint, requests, tokens []int64) fakeLoad {
+	f := fakeLoad{}
+	for i, e := range eps {
+		var c [2]int64
+		if i < len(requests) {
+			c[0] = requests[i]
+		}
+		if i < len(tokens) {
+			c[1] = tokens[i]
+		}
+		f[e.Key()] = c
 	}
+	return f
 }
 
 func TestSaturation(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name   string
-		params string
-		n      int   // endpoints
-		load   []int // requests sent to each endpoint
-		prompt int   // prompt tokens per request
-		want   float64
+		name     string
+		params   string
+		n        int     // endpoints
+		requests []int64 // in-flight requests per endpoint
+		tokens   []int64 // in-flight tokens per endpoint
+		want     float64
 	}{
 		{name: "no candidates is saturated", params: `{}`, n: 0, want: 1},
-		{name: "idle", params: `{}`, n: 3, load: []int{0, 0, 0}, want: 0},
-		{name: "requests over pool capacity", params: `{"maxConcurrency": 10}`, n: 2, load: []int{5, 10}, want: 0.75},
-		{name: "one full endpoint of two", params: `{"maxConcurrency": 10}`, n: 2, load: []int{10, 0}, want: 0.5},
-		{name: "over capacity", params: `{"maxConcurrency": 2}`, n: 1, load: []int{3}, want: 1.5},
-		// 4 prompt tokens → 4 + 6 = 10 tokens per request.
-		{name: "tokens", params: `{"concurrencyMode": "tokens", "maxTokenConcurrency": 100}`, n: 2, load: []int{3, 2}, prompt: 4, want: 0.25},
+		{name: "idle", params: `{}`, n: 3, requests: []int64{0, 0, 0}, want: 0},
+		{name: "requests over pool capacity", params: `{"maxConcurrency": 10}`, n: 2, requests: []int64{5, 10}, tokens: []int64{999, 999}, want: 0.75},
+		{name: "one full endpoint of two", params: `{"maxConcurrency": 10}`, n: 2, requests: []int64{10, 0}, want: 0.5},
+		{name: "over capacity", params: `{"maxConcurrency": 2}`, n: 1, requests: []int64{3}, want: 1.5},
+		{name: "tokens", params: `{"concurrencyMode": "tokens", "maxTokenConcurrency": 100}`, n: 2, requests: []int64{99, 99}, tokens: []int64{30, 20}, want: 0.25},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			d := mustBuild(t, tt.params)
 			eps := schedulingtest.Endpoints(tt.n, nil)
-			for i, n := range tt.load {
-				send(t, d, eps[i], n, tt.prompt)
-			}
-			if got := d.Saturation(t.Context(), eps); math.Abs(got-tt.want) > 1e-9 {
+			req := request(loadOf(eps, tt.requests, tt.tokens))
+			if got := d.Saturation(t.Context(), req, eps); math.Abs(got-tt.want) > 1e-9 {
 				t.Errorf("Saturation() = %v, want %v", got, tt.want)
 			}
 		})
@@ -163,8 +167,8 @@ func TestSaturationIgnoresEndpointsOutsideCandidates(t *testing.T) {
 	t.Parallel()
 	d := mustBuild(t, `{"maxConcurrency": 10}`)
 	eps := schedulingtest.Endpoints(2, nil)
-	send(t, d, eps[0], 10, 0)
-	if got := d.Saturation(t.Context(), eps[1:]); got != 0 {
+	req := request(loadOf(eps, []int64{10}, nil))
+	if got := d.Saturation(t.Context(), req, eps[1:]); got != 0 {
 		t.Errorf("Saturation(other endpoint) = %v, want 0", got)
 	}
 }
@@ -172,31 +176,28 @@ func TestSaturationIgnoresEndpointsOutsideCandidates(t *testing.T) {
 func TestFilter(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
-		name   string
-		params string
-		load   []int
-		prompt int
-		want   []string
+		name     string
+		params   string
+		requests []int64
+		tokens   []int64
+		want     []string
 	}{
-		{name: "all under capacity", params: `{"maxConcurrency": 3}`, load: []int{0, 2, 1}, want: []string{"ep-0", "ep-1", "ep-2"}},
-		{name: "at capacity is removed", params: `{"maxConcurrency": 3}`, load: []int{3, 2, 4}, want: []string{"ep-1"}},
-		{name: "headroom relaxes the limit", params: `{"maxConcurrency": 10, "headroom": 0.2}`, load: []int{11, 12, 10}, want: []string{"ep-0", "ep-2"}},
-		{name: "order is kept", params: `{"maxConcurrency": 1}`, load: []int{0, 1, 0, 1, 0}, want: []string{"ep-0", "ep-2", "ep-4"}},
-		{name: "none under capacity: none kept, as in GIE", params: `{"maxConcurrency": 1}`, load: []int{1, 2}, want: []string{}},
-		// 4 prompt tokens → 10 tokens per request; limit 120.
-		{name: "tokens", params: `{"concurrencyMode": "tokens", "maxTokenConcurrency": 100, "headroom": 0.2}`, load: []int{11, 12}, prompt: 4, want: []string{"ep-0"}},
-		{name: "empty input", params: `{}`, load: nil, want: []string{}},
+		{name: "all under capacity", params: `{"maxConcurrency": 3}`, requests: []int64{0, 2, 1}, want: []string{"ep-0", "ep-1", "ep-2"}},
+		{name: "at capacity is removed", params: `{"maxConcurrency": 3}`, requests: []int64{3, 2, 4}, want: []string{"ep-1"}},
+		{name: "headroom relaxes the limit", params: `{"maxConcurrency": 10, "headroom": 0.2}`, requests: []int64{11, 12, 10}, want: []string{"ep-0", "ep-2"}},
+		{name: "order is kept", params: `{"maxConcurrency": 1}`, requests: []int64{0, 1, 0, 1, 0}, want: []string{"ep-0", "ep-2", "ep-4"}},
+		{name: "none under capacity: none kept, as in GIE", params: `{"maxConcurrency": 1}`, requests: []int64{1, 2}, want: []string{}},
+		// Limit 120 tokens; the request counts are not looked at.
+		{name: "tokens", params: `{"concurrencyMode": "tokens", "maxTokenConcurrency": 100, "headroom": 0.2}`, requests: []int64{500, 0}, tokens: []int64{110, 120}, want: []string{"ep-0"}},
+		{name: "empty input", params: `{}`, want: []string{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			d := mustBuild(t, tt.params)
-			eps := schedulingtest.Endpoints(len(tt.load), nil)
-			for i, n := range tt.load {
-				send(t, d, eps[i], n, tt.prompt)
-			}
+			eps := schedulingtest.Endpoints(max(len(tt.requests), len(tt.tokens)), nil)
 			before := slices.Clone(eps)
-			got := d.Filter(t.Context(), &scheduling.Request{}, eps)
+			got := d.Filter(t.Context(), request(loadOf(eps, tt.requests, tt.tokens)), eps)
 			if names := schedulingtest.Names(got); !slices.Equal(names, tt.want) {
 				t.Errorf("Filter() = %v, want %v", names, tt.want)
 			}
@@ -207,185 +208,96 @@ func TestFilter(t *testing.T) {
 	}
 }
 
-func TestLifecycle(t *testing.T) {
+// TestWithoutView checks that without an in-flight view on the request
+// every endpoint counts as idle.
+func TestWithoutView(t *testing.T) {
 	t.Parallel()
-	d := mustBuild(t, `{"maxConcurrency": 4}`)
-	eps := schedulingtest.Endpoints(2, nil)
-	ctx := t.Context()
-	check := func(step string, wantReqs, wantToks int64) {
-		t.Helper()
-		reqs, toks := d.InFlight(eps[0].Key())
-		if reqs != wantReqs || toks != wantToks {
-			t.Errorf("%s: InFlight = %d, %d; want %d, %d", step, reqs, toks, wantReqs, wantToks)
+	d := mustBuild(t, `{"maxConcurrency": 1}`)
+	eps := schedulingtest.Endpoints(3, nil)
+	for name, req := range map[string]*scheduling.Request{
+		"nil request": nil,
+		"key unset":   {},
+		"nil view":    request(nil),
+	} {
+		if got := d.Saturation(t.Context(), req, eps); got != 0 {
+			t.Errorf("%s: Saturation() = %v, want 0", name, got)
 		}
-	}
-
-	r1 := &scheduling.Request{PromptTokens: 10} // 25 tokens
-	r2 := &scheduling.Request{PromptTokens: 2}  // 5 tokens
-	d.PreRequest(ctx, r1, result(eps[0], eps[1]))
-	d.PreRequest(ctx, r2, result(eps[0]))
-	check("two requests", 2, 30)
-	// Every primary target is charged, as by GIE's producer.
-	if reqs, toks := d.InFlight(eps[1].Key()); reqs != 1 || toks != 25 {
-		t.Errorf("fallback target: InFlight = %d, %d; want 1, 25", reqs, toks)
-	}
-
-	// Releasing happens once, on every endpoint charged, even if completion
-	// is reported twice and whatever endpoint the completion names.
-	d.ResponseComplete(ctx, r1, &scheduling.Response{Disconnected: true}, eps[1])
-	d.ResponseComplete(ctx, r1, &scheduling.Response{EndOfStream: true}, eps[0])
-	check("one released", 1, 5)
-	if reqs, toks := d.InFlight(eps[1].Key()); reqs != 0 || toks != 0 {
-		t.Errorf("fallback target after completion: InFlight = %d, %d", reqs, toks)
-	}
-
-	// A request scheduled again is moved, not counted twice.
-	d.PreRequest(ctx, r2, result(eps[1]))
-	check("moved away", 0, 0)
-	if reqs, toks := d.InFlight(eps[1].Key()); reqs != 1 || toks != 5 {
-		t.Errorf("moved request: InFlight = %d, %d", reqs, toks)
-	}
-	d.ResponseComplete(ctx, r2, &scheduling.Response{EndOfStream: true}, eps[1])
-
-	// Unscheduled or unknown requests and empty results are ignored.
-	d.ResponseComplete(ctx, &scheduling.Request{}, nil, nil)
-	d.ResponseComplete(ctx, nil, nil, nil)
-	d.PreRequest(ctx, &scheduling.Request{}, nil)
-	d.PreRequest(ctx, &scheduling.Request{}, &scheduling.Result{})
-	d.PreRequest(ctx, nil, result(eps[0]))
-	check("all done", 0, 0)
-
-	// Idle endpoints leave no entry behind.
-	n := 0
-	d.loads.Range(func(_, _ any) bool { n++; return true })
-	if n != 0 {
-		t.Errorf("%d entries left after every request completed", n)
-	}
-}
-
-func TestInstancesCountSeparately(t *testing.T) {
-	t.Parallel()
-	a, b := mustBuild(t, `{}`), mustBuild(t, `{}`)
-	b.chargeKey = scheduling.NewStateKey[*charge](Type + "/other/charge")
-	e := schedulingtest.Endpoint("e").Build()
-	r := &scheduling.Request{}
-	a.PreRequest(t.Context(), r, result(e))
-	b.PreRequest(t.Context(), r, result(e))
-	a.ResponseComplete(t.Context(), r, nil, e)
-	if got, _ := a.InFlight(e.Key()); got != 0 {
-		t.Errorf("a: %d in flight", got)
-	}
-	if got, _ := b.InFlight(e.Key()); got != 1 {
-		t.Errorf("b: %d in flight, want 1", got)
-	}
-}
-
-// TestTokenEstimate checks that tokens are counted with
-// scheduling.EstimateTokens, the inflight-load-producer's GIE estimate.
-func TestTokenEstimate(t *testing.T) {
-	t.Parallel()
-	reqs := []*scheduling.Request{
-		{},                  // empty prompt: 1 + 2
-		{PromptTokens: 3},   // 3 + 5
-		{PromptTokens: 100}, // 100 + 150
-		{Prompt: scheduling.Prompt{Text: []byte("Tell me a story about a brave knight.")}}, // 9 + 14
-		{PromptTokens: 2, Prompt: scheduling.Prompt{Text: []byte("1234567890123456")}},     // 2 + 3
-	}
-	for i, want := range []int64{3, 8, 250, 23, 5} {
-		d := mustBuild(t, `{"concurrencyMode": "tokens"}`)
-		e := schedulingtest.Endpoint("e").Address("127.0.0.1").Build()
-		d.PreRequest(t.Context(), reqs[i], result(e))
-		if _, toks := d.InFlight(e.Key()); toks != want || toks != scheduling.EstimateTokens(reqs[i]) {
-			t.Errorf("request %d: %d tokens, want %d", i, toks, want)
+		if got := d.Saturation(t.Context(), req, nil); got != 1 {
+			t.Errorf("%s: Saturation(no candidates) = %v, want 1", name, got)
+		}
+		if got := d.Filter(t.Context(), req, eps); len(got) != len(eps) || &got[0] != &eps[0] {
+			t.Errorf("%s: Filter() = %v, want the input", name, schedulingtest.Names(got))
 		}
 	}
 }
 
-// TestHookOrders checks the release path in both orders of PreRequest and
-// ResponseComplete, called directly.
-func TestHookOrders(t *testing.T) {
+func TestConsumesTheProducersKey(t *testing.T) {
 	t.Parallel()
-	e := schedulingtest.Endpoint("e").Address("127.0.0.1").Build()
-	t.Run("PreRequest then completion without a response", func(t *testing.T) {
-		d := mustBuild(t, `{"concurrencyMode": "tokens"}`)
-		busy := send(t, d, e, 1, 100)
-		req := &scheduling.Request{PromptTokens: 40}
-		d.PreRequest(t.Context(), req, result(e))
-		d.ResponseComplete(t.Context(), req, &scheduling.Response{Disconnected: true}, nil)
-		if reqs, toks := d.InFlight(e.Key()); reqs != 1 || toks != 250 {
-			t.Errorf("InFlight = %d, %d; want 1, 250", reqs, toks)
-		}
-		complete(t, d, busy...)
-		if reqs, toks := d.InFlight(e.Key()); reqs != 0 || toks != 0 {
-			t.Errorf("InFlight = %d, %d after all completed", reqs, toks)
-		}
-	})
-	t.Run("completion then PreRequest", func(t *testing.T) {
-		d := mustBuild(t, `{"concurrencyMode": "tokens"}`)
-		busy := send(t, d, e, 1, 100)
-		req := &scheduling.Request{PromptTokens: 40}
-		d.ResponseComplete(t.Context(), req, &scheduling.Response{Disconnected: true}, e)
-		if reqs, toks := d.InFlight(e.Key()); reqs != 1 || toks != 250 {
-			t.Errorf("after the early completion: InFlight = %d, %d; want 1, 250", reqs, toks)
-		}
-		d.PreRequest(t.Context(), req, result(e))
-		if reqs, toks := d.InFlight(e.Key()); reqs != 1 || toks != 250 {
-			t.Errorf("after the late PreRequest: InFlight = %d, %d; want 1, 250", reqs, toks)
-		}
-		complete(t, d, req)
-		complete(t, d, busy...)
-		if reqs, toks := d.InFlight(e.Key()); reqs != 0 || toks != 0 {
-			t.Errorf("InFlight = %d, %d after all completed", reqs, toks)
-		}
-		n := 0
-		d.loads.Range(func(_, _ any) bool { n++; return true })
-		if n != 0 {
-			t.Errorf("%d entries left", n)
-		}
-	})
+	d := mustBuild(t, `{}`)
+	key := scheduling.InFlightLoadKey.Name()
+	if got := d.Consumes(); !slices.Equal(got, []string{key}) {
+		t.Errorf("Consumes() = %q, want [%q]", got, key)
+	}
+	if ptype, params, ok := d.DefaultProducer(key); !ok || ptype != "inflight-load-producer" || params != nil {
+		t.Errorf("DefaultProducer(%q) = %q, %q, %v", key, ptype, params, ok)
+	}
+	if ptype, _, ok := d.DefaultProducer("other"); ok {
+		t.Errorf("DefaultProducer(other) = %q, want none", ptype)
+	}
 }
 
+// liveLoad is a view whose counts change while it is read.
+type liveLoad struct {
+	mu sync.Mutex
+	m  map[string]int64
+}
+
+func (l *liveLoad) InFlight(key string) (int64, int64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.m[key], 10 * l.m[key]
+}
+
+func (l *liveLoad) add(key string, n int64) {
+	l.mu.Lock()
+	l.m[key] += n
+	l.mu.Unlock()
+}
+
+// TestConcurrentUse reads a view that changes under the detector; it only
+// checks that the detector holds no state of its own (run with -race).
 func TestConcurrentUse(t *testing.T) {
 	t.Parallel()
-	d := mustBuild(t, `{"concurrencyMode": "tokens"}`)
+	d := mustBuild(t, `{"concurrencyMode": "tokens", "maxTokenConcurrency": 50}`)
 	eps := schedulingtest.Endpoints(3, nil)
+	load := &liveLoad{m: map[string]int64{}}
 	ctx := t.Context()
 	var wg sync.WaitGroup
-	for g := range 16 {
+	for g := range 8 {
 		wg.Go(func() {
-			for i := range 500 {
-				r := &scheduling.Request{PromptTokens: i % 7}
-				res := result(eps[(g+i)%len(eps)])
-				if i%2 == 0 {
-					res = result(eps[(g+i)%len(eps)], eps[(g+i+1)%len(eps)])
+			for i := range 200 {
+				e := eps[(g+i)%len(eps)]
+				load.add(e.Key(), 1)
+				req := request(load)
+				if s := d.Saturation(ctx, req, eps); s < 0 {
+					t.Errorf("Saturation() = %v", s)
 				}
-				d.PreRequest(ctx, r, res)
-				d.Saturation(ctx, eps)
-				d.Filter(ctx, r, eps)
-				// Completion may be reported from several paths at once.
-				var cw sync.WaitGroup
-				for range 2 {
-					cw.Go(func() { d.ResponseComplete(ctx, r, nil, nil) })
-				}
-				cw.Wait()
+				d.Filter(ctx, req, eps)
+				load.add(e.Key(), -1)
 			}
 		})
 	}
 	wg.Wait()
-	for _, e := range eps {
-		if reqs, toks := d.InFlight(e.Key()); reqs != 0 || toks != 0 {
-			t.Errorf("%s: InFlight = %d, %d after all completed", e.Name(), reqs, toks)
-		}
+	if got := d.Saturation(ctx, request(load), eps); got != 0 {
+		t.Errorf("Saturation() = %v after all completed", got)
 	}
 }
 
 func TestFilterDoesNotAllocateWhenAllPass(t *testing.T) {
 	d := mustBuild(t, `{}`)
 	eps := schedulingtest.Endpoints(100, nil)
-	for _, e := range eps {
-		send(t, d, e, 1, 0)
-	}
-	if allocs := testing.AllocsPerRun(100, func() { d.Filter(t.Context(), nil, eps) }); allocs != 0 {
+	req := request(loadOf(eps, slices.Repeat([]int64{1}, len(eps)), nil))
+	if allocs := testing.AllocsPerRun(100, func() { d.Filter(t.Context(), req, eps) }); allocs != 0 {
 		t.Errorf("Filter allocated %v times per run", allocs)
 	}
 }

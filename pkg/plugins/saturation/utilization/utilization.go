@@ -129,8 +129,9 @@ func stale(m *scheduling.Metrics, freshSince time.Time) bool {
 // Saturation implements scheduling.SaturationDetector: the mean over the
 // candidates of max(queue/queueDepthThreshold, kv/kvCacheUtilThreshold),
 // with 1.0 for an endpoint with stale or missing metrics and 1.0 for an
-// empty candidate list (fail closed: nothing to send to).
-func (d *Detector) Saturation(_ context.Context, candidates []*scheduling.Endpoint) float64 {
+// empty candidate list (fail closed: nothing to send to). The request is
+// not used: the value depends on the endpoints' metrics alone.
+func (d *Detector) Saturation(_ context.Context, _ *scheduling.Request, candidates []*scheduling.Endpoint) float64 {
 	if len(candidates) == 0 {
 		return 1
 	}

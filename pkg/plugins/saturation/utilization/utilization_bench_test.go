@@ -38,7 +38,7 @@ func BenchmarkSaturation(b *testing.B) {
 			ctx := b.Context()
 			b.ReportAllocs()
 			for b.Loop() {
-				d.Saturation(ctx, eps)
+				d.Saturation(ctx, nil, eps)
 			}
 		})
 	}

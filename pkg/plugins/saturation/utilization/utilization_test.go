@@ -195,7 +195,7 @@ func TestSaturation(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
 			d := detector(t, params)
-			got := d.Saturation(t.Context(), endpoints(tt.eps))
+			got := d.Saturation(t.Context(), nil, endpoints(tt.eps))
 			if math.Abs(got-tt.want) > 1e-9 {
 				t.Errorf("Saturation() = %v, want %v", got, tt.want)
 			}
