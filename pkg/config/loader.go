@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"slices"
 	"sort"
 	"strings"
@@ -42,6 +43,12 @@ type Options struct {
 	Registerer prometheus.Registerer
 	// Seed makes plugin randomness reproducible (0: random).
 	Seed uint64
+	// Previous is the configuration a reload replaces. An instance of it
+	// with the same name, type and effective parameters is kept, with its
+	// state (prefix index, in-flight counts, counters), instead of a newly
+	// built one. Plugins share nothing but per-request state, so kept and
+	// new instances mix safely.
+	Previous *Loaded
 }
 
 // DataSourceBinding is a data source with its extractors.
@@ -69,6 +76,10 @@ type Loaded struct {
 	// Warnings are problems that do not stop the configuration from
 	// working, such as a deprecated plugin type.
 	Warnings []string
+	// Kept names the instances taken over from Options.Previous.
+	Kept []string
+
+	handle *scheduling.BasicHandle
 }
 
 // LoadFile reads and loads a configuration file.
@@ -119,6 +130,7 @@ func Load(data []byte, opts Options) (*Loaded, error) {
 	l.out.Config = cfg
 	l.out.Scheduler = sched
 	l.out.Plugins = l.instances
+	l.out.handle = l.handle
 	return l.out, nil
 }
 
@@ -223,10 +235,34 @@ func (l *loader) construct(name, pluginType string, params json.RawMessage) bool
 		}
 		return false
 	}
+	if old, ok := l.previous(name, pluginType); ok {
+		p = old
+		l.out.Kept = append(l.out.Kept, name)
+	}
 	l.handle.AddPlugin(name, p)
 	l.instances[name] = p
 	l.order = append(l.order, name)
 	return true
+}
+
+// previous returns the instance of the replaced configuration to keep in
+// place of a new one: same name, same type, equal effective parameters.
+func (l *loader) previous(name, pluginType string) (scheduling.Plugin, bool) {
+	prev := l.opts.Previous
+	if prev == nil || prev.handle == nil {
+		return nil, false
+	}
+	old, ok := prev.Plugins[name]
+	if !ok || old.TypedName().Type != pluginType {
+		return nil, false
+	}
+	oldParams, ok1 := prev.handle.Params(name)
+	newParams, ok2 := l.handle.Params(name)
+	if ok1 != ok2 || !reflect.DeepEqual(oldParams, newParams) {
+		l.opts.Logger.V(1).Info("Plugin parameters changed; its state starts afresh", "plugin", name, "type", pluginType)
+		return nil, false
+	}
+	return old, true
 }
 
 // addDefault adds an instance the configuration left out, named after its
