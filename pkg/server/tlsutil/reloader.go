@@ -1,0 +1,332 @@
+package tlsutil
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// File names inside the certificate directory (the keys of a
+// kubernetes.io/tls Secret).
+const (
+	CertFile = "tls.crt"
+	KeyFile  = "tls.key"
+)
+
+const (
+	// debounceDelay lets a burst of events (two renames, a symlink swap)
+	// settle before the pair is read.
+	debounceDelay = 100 * time.Millisecond
+	// pollInterval re-reads the pair in case an event was missed.
+	pollInterval = time.Minute
+)
+
+// Reloader serves the certificate pair of a directory and, while Run runs,
+// follows changes to it. It is safe for concurrent use.
+type Reloader struct {
+	dir, certPath, keyPath string
+	logger                 logr.Logger
+
+	cert atomic.Pointer[tls.Certificate]
+
+	mu          sync.Mutex // serialises reload
+	loadedCert  []byte     // file contents of the pair being served
+	loadedKey   []byte
+	lastFailure [sha256.Size]byte // digest of the last refused input, reported once
+
+	reloadOK, reloadFailed prometheus.Counter // nil without a Registerer
+	expiry                 prometheus.Gauge
+
+	debounce, poll time.Duration
+}
+
+// ReloaderOption configures a Reloader.
+type ReloaderOption func(*reloaderOptions)
+
+type reloaderOptions struct {
+	reg prometheus.Registerer
+}
+
+// WithRegisterer registers the reload metrics (see the package
+// documentation) on reg; collectors already registered there are reused.
+// Without it the Reloader records no metrics.
+func WithRegisterer(reg prometheus.Registerer) ReloaderOption {
+	return func(o *reloaderOptions) { o.reg = reg }
+}
+
+// NewReloader loads certDir/tls.crt and certDir/tls.key; the error names
+// the file at fault. logger logs reloads at V(1), refused pairs as errors
+// and watch events at V(4). Call Run to follow changes.
+func NewReloader(certDir string, logger logr.Logger, opts ...ReloaderOption) (*Reloader, error) {
+	if certDir == "" {
+		return nil, errors.New("tlsutil: empty certificate directory")
+	}
+	var o reloaderOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	reg := o.reg
+	r := &Reloader{
+		dir:      certDir,
+		certPath: filepath.Join(certDir, CertFile),
+		keyPath:  filepath.Join(certDir, KeyFile),
+		logger:   logger,
+		debounce: debounceDelay,
+		poll:     pollInterval,
+	}
+	certPEM, keyPEM, err := r.read()
+	if err != nil {
+		return nil, err
+	}
+	cert, err := loadPair(certPEM, keyPEM, r.certPath, r.keyPath)
+	if err != nil {
+		return nil, err
+	}
+	if reg != nil {
+		if err := r.registerMetrics(reg); err != nil {
+			return nil, err
+		}
+	}
+	r.store(cert, certPEM, keyPEM)
+	return r, nil
+}
+
+func (r *Reloader) registerMetrics(reg prometheus.Registerer) error {
+	reloads, err := register(reg, "switchyard_tls_certificate_reloads_total", prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "switchyard_tls_certificate_reloads_total",
+		Help: "Reloads of the ext_proc TLS certificate pair after a change, by result (success or failure).",
+	}, []string{"result"}))
+	if err != nil {
+		return err
+	}
+	expiry, err := register(reg, "switchyard_tls_certificate_expiry_timestamp_seconds", prometheus.NewGauge(prometheus.GaugeOpts{
+		Name: "switchyard_tls_certificate_expiry_timestamp_seconds",
+		Help: "NotAfter of the ext_proc TLS certificate being served, as Unix time in seconds.",
+	}))
+	if err != nil {
+		return err
+	}
+	r.reloadOK = reloads.WithLabelValues("success")
+	r.reloadFailed = reloads.WithLabelValues("failure")
+	r.expiry = expiry
+	return nil
+}
+
+// register registers c, or returns the collector already registered under
+// the same description.
+func register[C prometheus.Collector](reg prometheus.Registerer, name string, c C) (C, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	return c, fmt.Errorf("tlsutil: register %s: %w", name, err)
+}
+
+// GetCertificate returns the current certificate; use it as
+// tls.Config.GetCertificate.
+func (r *Reloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	return r.cert.Load(), nil
+}
+
+// Run follows changes to the directory until ctx is done. Call it once, in
+// its own goroutine; it returns when ctx is cancelled. If the directory
+// cannot be watched, it logs the error and only re-reads the pair every
+// minute.
+func (r *Reloader) Run(ctx context.Context) {
+	var events <-chan fsnotify.Event
+	var errs <-chan error
+	if w, err := fsnotify.NewWatcher(); err != nil {
+		r.logger.Error(err, "cannot watch the certificate directory; polling it instead", "dir", r.dir, "interval", r.poll)
+	} else if err := w.Add(r.dir); err != nil {
+		_ = w.Close()
+		r.logger.Error(err, "cannot watch the certificate directory; polling it instead", "dir", r.dir, "interval", r.poll)
+	} else {
+		defer func() { _ = w.Close() }()
+		events, errs = w.Events, w.Errors
+	}
+	settle := time.NewTimer(time.Hour)
+	settle.Stop()
+	defer settle.Stop()
+	poll := time.NewTicker(r.poll)
+	defer poll.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				events = nil
+				continue
+			}
+			r.logger.V(4).Info("certificate directory event", "event", ev.String())
+			settle.Reset(r.debounce)
+		case err, ok := <-errs:
+			if !ok {
+				errs = nil
+				continue
+			}
+			r.logger.Error(err, "certificate directory watch error", "dir", r.dir)
+		case <-settle.C:
+			r.Reload()
+		case <-poll.C:
+			r.Reload()
+		}
+	}
+}
+
+// Reload re-reads the pair now and serves it if it changed and loads; a
+// pair that does not load is refused (logged once, counted as a failure)
+// and the current certificate stays. It reports whether a new certificate
+// is being served. Run calls it; tests and signal handlers may too.
+func (r *Reloader) Reload() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	certPEM, keyPEM, err := r.read()
+	if err == nil && bytes.Equal(certPEM, r.loadedCert) && bytes.Equal(keyPEM, r.loadedKey) {
+		return false // unchanged
+	}
+	var cert *tls.Certificate
+	if err == nil {
+		cert, err = loadPair(certPEM, keyPEM, r.certPath, r.keyPath)
+	}
+	if err != nil {
+		h := sha256.New()
+		h.Write(certPEM)
+		h.Write([]byte{0})
+		h.Write(keyPEM)
+		h.Write([]byte(err.Error()))
+		var sum [sha256.Size]byte
+		h.Sum(sum[:0])
+		if sum != r.lastFailure {
+			r.lastFailure = sum
+			r.logger.Error(err, "refusing the new TLS certificate pair; still serving the current one", "dir", r.dir)
+			if r.reloadFailed != nil {
+				r.reloadFailed.Inc()
+			}
+		}
+		return false
+	}
+	r.lastFailure = [sha256.Size]byte{}
+	r.store(cert, certPEM, keyPEM)
+	if r.reloadOK != nil {
+		r.reloadOK.Inc()
+	}
+	leaf := cert.Leaf
+	r.logger.V(1).Info("reloaded TLS certificate", "dir", r.dir, "serial", leaf.SerialNumber.String(),
+		"notAfter", leaf.NotAfter, "dnsNames", leaf.DNSNames)
+	if time.Now().After(leaf.NotAfter) {
+		r.logger.Info("the reloaded TLS certificate has expired", "dir", r.dir, "notAfter", leaf.NotAfter)
+	}
+	return true
+}
+
+func (r *Reloader) store(cert *tls.Certificate, certPEM, keyPEM []byte) {
+	r.loadedCert, r.loadedKey = certPEM, keyPEM
+	r.cert.Store(cert)
+	if r.expiry != nil {
+		r.expiry.Set(float64(cert.Leaf.NotAfter.Unix()))
+	}
+}
+
+func (r *Reloader) read() (certPEM, keyPEM []byte, err error) {
+	certPEM, err = os.ReadFile(r.certPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tlsutil: read certificate: %w", err)
+	}
+	keyPEM, err = os.ReadFile(r.keyPath)
+	if err != nil {
+		return nil, nil, fmt.Errorf("tlsutil: read private key: %w", err)
+	}
+	return certPEM, keyPEM, nil
+}
+
+// loadPair parses a PEM certificate chain and key. On failure the error
+// names the file at fault: the certificate, the key, or both when they do
+// not match. The returned certificate has Leaf set.
+func loadPair(certPEM, keyPEM []byte, certPath, keyPath string) (*tls.Certificate, error) {
+	cert, err := tls.X509KeyPair(certPEM, keyPEM)
+	if err == nil {
+		if cert.Leaf == nil {
+			if cert.Leaf, err = x509.ParseCertificate(cert.Certificate[0]); err != nil {
+				return nil, fmt.Errorf("tlsutil: %s: %w", certPath, err)
+			}
+		}
+		return &cert, nil
+	}
+	if cerr := checkCertPEM(certPEM); cerr != nil {
+		return nil, fmt.Errorf("tlsutil: %s: %w", certPath, cerr)
+	}
+	if kerr := checkKeyPEM(keyPEM); kerr != nil {
+		return nil, fmt.Errorf("tlsutil: %s: %w", keyPath, kerr)
+	}
+	return nil, fmt.Errorf("tlsutil: %s and %s do not form a pair: %w", certPath, keyPath, err)
+}
+
+// checkCertPEM reports why certPEM holds no usable certificate.
+func checkCertPEM(certPEM []byte) error {
+	rest := certPEM
+	for {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			return errors.New("no PEM CERTIFICATE block")
+		}
+		if b.Type != "CERTIFICATE" {
+			continue
+		}
+		if _, err := x509.ParseCertificate(b.Bytes); err != nil {
+			return fmt.Errorf("parse certificate: %w", err)
+		}
+		return nil
+	}
+}
+
+// checkKeyPEM reports why keyPEM holds no usable private key.
+func checkKeyPEM(keyPEM []byte) error {
+	rest := keyPEM
+	for {
+		var b *pem.Block
+		b, rest = pem.Decode(rest)
+		if b == nil {
+			return errors.New("no PEM PRIVATE KEY block")
+		}
+		switch b.Type {
+		case "PRIVATE KEY":
+			_, err := x509.ParsePKCS8PrivateKey(b.Bytes)
+			return wrapKeyErr(err)
+		case "RSA PRIVATE KEY":
+			_, err := x509.ParsePKCS1PrivateKey(b.Bytes)
+			return wrapKeyErr(err)
+		case "EC PRIVATE KEY":
+			_, err := x509.ParseECPrivateKey(b.Bytes)
+			return wrapKeyErr(err)
+		}
+	}
+}
+
+func wrapKeyErr(err error) error {
+	if err != nil {
+		return fmt.Errorf("parse private key: %w", err)
+	}
+	return nil
+}
