@@ -1,0 +1,97 @@
+package extproc
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+)
+
+// ReasonHeader carries the machine-readable reason of a refusal.
+const ReasonHeader = "x-switchyard-reason"
+
+// Reasons the server itself refuses a request for. Admission plugins add
+// their own (scheduling.Refusal.Reason, also a closed set per plugin).
+const (
+	ReasonBadRequest     = "bad_request"      // 400: the body is not a valid request
+	ReasonBodyTooLarge   = "body_too_large"   // 413: above --max-request-body-bytes
+	ReasonNoEndpoints    = "no_endpoints"     // 503: the pool has no ready endpoint
+	ReasonSubsetNoMatch  = "subset_no_match"  // 503: the subset hint matched no endpoint
+	ReasonNoneScheduled  = "none_schedulable" // 503: every endpoint was filtered out
+	ReasonProtocol       = "protocol_error"   // 400: messages out of order
+	ReasonInternal       = "internal"         // 500: a bug
+	ReasonShedSaturation = "saturated"        // 429: sheddable request while saturated (scheduling.Scheduler.Admit)
+)
+
+// errorCode maps an HTTP status to the GIE error code name, used in
+// inference_objective_request_error_total{error_code} and the JSON body.
+func errorCode(status int) string {
+	switch status {
+	case http.StatusBadRequest:
+		return "BadRequest"
+	case http.StatusUnauthorized:
+		return "Unauthorized"
+	case http.StatusForbidden:
+		return "Forbidden"
+	case http.StatusNotFound:
+		return "NotFound"
+	case http.StatusRequestEntityTooLarge:
+		return "RequestEntityTooLarge"
+	case http.StatusTooManyRequests:
+		return "ResourceExhausted"
+	case http.StatusServiceUnavailable:
+		return "ServiceUnavailable"
+	default:
+		return "Internal"
+	}
+}
+
+// refusal is a request the server answers itself.
+type refusal struct {
+	status  int
+	reason  string
+	message string
+}
+
+// errorBody is the OpenAI error envelope.
+type errorBody struct {
+	Error errorDetail `json:"error"`
+}
+
+type errorDetail struct {
+	Message string  `json:"message"`
+	Type    string  `json:"type"`
+	Param   *string `json:"param"`
+	Code    int     `json:"code"`
+}
+
+// immediate builds the ImmediateResponse for a refusal: status, an
+// OpenAI-style JSON body, content-type and the reason header (and
+// Retry-After on 429 and 503, which a client may retry).
+func (r *refusal) immediate() *extprocv3.ProcessingResponse {
+	body, _ := json.Marshal(errorBody{Error: errorDetail{
+		Message: r.message,
+		Type:    errorCode(r.status),
+		Code:    r.status,
+	}})
+	headers := []*corev3.HeaderValueOption{
+		{Header: &corev3.HeaderValue{Key: "content-type", RawValue: []byte("application/json")}},
+		{Header: &corev3.HeaderValue{Key: ReasonHeader, RawValue: []byte(r.reason)}},
+	}
+	if r.status == http.StatusTooManyRequests || r.status == http.StatusServiceUnavailable {
+		headers = append(headers, &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: "retry-after", RawValue: []byte("1")}})
+	}
+	return &extprocv3.ProcessingResponse{
+		Response: &extprocv3.ProcessingResponse_ImmediateResponse{
+			ImmediateResponse: &extprocv3.ImmediateResponse{
+				Status:  &typev3.HttpStatus{Code: typev3.StatusCode(r.status)},
+				Headers: &extprocv3.HeaderMutation{SetHeaders: headers},
+				Body:    body,
+				Details: "switchyard: " + r.reason + " (" + strconv.Itoa(r.status) + ")",
+			},
+		},
+	}
+}

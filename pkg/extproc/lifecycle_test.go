@@ -1,0 +1,241 @@
+package extproc_test
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/stretchr/testify/require"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	configfiles "github.com/switchyard-ai/switchyard/config"
+	"github.com/switchyard-ai/switchyard/pkg/config"
+	"github.com/switchyard-ai/switchyard/pkg/extproc"
+	"github.com/switchyard-ai/switchyard/pkg/plugins"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+)
+
+// A client that goes away mid-response (the gateway cancels the stream)
+// still completes the request: in-flight counts return to zero.
+func TestDisconnectMidStreamCompletes(t *testing.T) {
+	h := start(t, string(configfiles.Default), threePods())
+	for _, stage := range []string{"after routing", "after response headers", "mid body"} {
+		t.Run(stage, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			stream, err := h.client.Process(ctx)
+			require.NoError(t, err)
+			require.NoError(t, stream.Send(reqHeaders("/v1/chat/completions")))
+			require.NoError(t, stream.Send(body(`{"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true}`, true)))
+			for range 2 { // header and body responses
+				_, err := stream.Recv()
+				require.NoError(t, err)
+			}
+			if stage != "after routing" {
+				require.NoError(t, stream.Send(respHeaders("127.10.0.1:8000", false, ":status", "200", "content-type", "text/event-stream")))
+				_, err := stream.Recv()
+				require.NoError(t, err)
+			}
+			if stage == "mid body" {
+				require.NoError(t, stream.Send(respBody("data: {\"choices\":[{\"delta\":{\"content\":\"a\"}}]}\n\n", false)))
+				_, err := stream.Recv()
+				require.NoError(t, err)
+			}
+			reqs, _ := h.counters.totalInFlight()
+			require.Equal(t, int64(1), reqs, "counted while in flight")
+			cancel()
+			require.Eventually(t, func() bool { r, tok := h.counters.totalInFlight(); return r == 0 && tok == 0 }, 5*time.Second, 5*time.Millisecond)
+		})
+	}
+}
+
+// When the gateway reports that a fallback endpoint served, the
+// accounting moves to it.
+func TestServedFallbackMovesAccounting(t *testing.T) {
+	const twoTargets = `apiVersion: inference.networking.x-k8s.io/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: queue-scorer
+- type: max-score-picker
+  parameters:
+    maxNumOfEndpoints: 2
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: queue-scorer
+  - pluginRef: max-score-picker
+`
+	h := start(t, twoTargets, threePods())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := h.client.Process(ctx)
+	require.NoError(t, err)
+	require.NoError(t, stream.Send(reqHeaders("/v1/completions")))
+	require.NoError(t, stream.Send(body(completion, true)))
+	first, err := stream.Recv()
+	require.NoError(t, err)
+	require.Equal(t, routed("127.10.0.1:8000,127.10.0.2:8000", hv("content-length", strconv.Itoa(len(completion)))).String(), first.String())
+	_, err = stream.Recv()
+	require.NoError(t, err)
+	require.Equal(t, int64(1), h.counters.get("127.10.0.1:8000").inFlight.Load())
+
+	require.NoError(t, stream.Send(respHeaders("127.10.0.2:8000", false, ":status", "200")))
+	_, err = stream.Recv()
+	require.NoError(t, err)
+	require.Equal(t, int64(0), h.counters.get("127.10.0.1:8000").inFlight.Load())
+	require.Equal(t, int64(1), h.counters.get("127.10.0.2:8000").inFlight.Load())
+
+	require.NoError(t, stream.Send(respBody(`{"usage":{"prompt_tokens":1,"completion_tokens":1,"total_tokens":2}}`, true)))
+	_, err = stream.Recv()
+	require.NoError(t, err)
+	require.Equal(t, int64(0), h.counters.get("127.10.0.2:8000").inFlight.Load())
+	require.Equal(t, int64(1), h.counters.get("127.10.0.2:8000").ok.Load())
+}
+
+// recorder reports each completion: the request id, and the response.
+type recorder struct {
+	name      string
+	completed chan string
+	responses chan scheduling.Response
+}
+
+func (r *recorder) TypedName() scheduling.TypedName {
+	return scheduling.TypedName{Type: "recorder", Name: r.name}
+}
+func (r *recorder) ResponseComplete(_ context.Context, req *scheduling.Request, resp *scheduling.Response, _ *scheduling.Endpoint) {
+	r.completed <- req.ID
+	if r.responses != nil {
+		r.responses <- *resp
+	}
+}
+
+// A refusal after scheduling never happens without completion, and a
+// refused request never runs completion hooks.
+func TestRefusedRequestsRunNoCompletion(t *testing.T) {
+	h := start(t, queueConfig, threePods())
+	got := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(`not json`, true)}, 1)
+	require.NotNil(t, got[0].GetImmediateResponse())
+	reqs, _ := h.counters.totalInFlight()
+	require.Zero(t, reqs)
+}
+
+// The runtime is read once per request: a configuration swapped while a
+// request is in flight takes over from the next request, and the request
+// completes on the scheduler that scheduled it.
+func TestRuntimeSwapTakesOverFromNextRequest(t *testing.T) {
+	h := start(t, queueConfig, threePods())
+	// Start a request on the old configuration (lowest queue: pod-1).
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	stream, err := h.client.Process(ctx)
+	require.NoError(t, err)
+	require.NoError(t, stream.Send(reqHeaders("/v1/completions")))
+	require.NoError(t, stream.Send(body(completion, true)))
+	first, err := stream.Recv()
+	require.NoError(t, err)
+	require.Contains(t, first.String(), "127.10.0.1:8000")
+	_, err = stream.Recv()
+	require.NoError(t, err)
+
+	// The new configuration prefers free KV cache (pod-3) and records
+	// completions.
+	completed := make(chan string, 4)
+	loaded := loadWithRecorder(t, kvRecorderConfig, &recorder{completed: completed})
+	h.setRuntime(&extproc.Runtime{Scheduler: loaded.Scheduler, Format: "openai"})
+
+	got := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions", "x-request-id", "req-2"), body(completion, true)}, 2)
+	require.Contains(t, got[0].String(), "127.10.0.3:8000", "the new configuration routes the next request")
+	require.Equal(t, "req-2", <-completed)
+
+	// The old request completes on the old scheduler: the recorder never
+	// sees req-1.
+	require.NoError(t, stream.Send(respHeaders("", true, ":status", "200")))
+	_, err = stream.Recv()
+	require.NoError(t, err)
+	select {
+	case id := <-completed:
+		t.Fatalf("unexpected completion of %s on the new configuration", id)
+	case <-time.After(50 * time.Millisecond):
+	}
+	require.Eventually(t, func() bool { r, _ := h.counters.totalInFlight(); return r == 0 }, 5*time.Second, 5*time.Millisecond)
+}
+
+const kvRecorderConfig = `apiVersion: inference.networking.x-k8s.io/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: kv-cache-utilization-scorer
+- type: max-score-picker
+- type: recorder
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: kv-cache-utilization-scorer
+  - pluginRef: max-score-picker
+`
+
+// loadWithRecorder loads a configuration whose "recorder" plugin is rec.
+func loadWithRecorder(t *testing.T, doc string, rec *recorder) *config.Loaded {
+	t.Helper()
+	reg := plugins.InTree().MustRegister(scheduling.Registration{
+		Type: "recorder",
+		Factory: scheduling.Typed(func() scheduling.NoParams { return scheduling.NoParams{} },
+			func(name string, _ scheduling.NoParams, _ scheduling.Handle) (*recorder, error) {
+				rec.name = name
+				return rec, nil
+			}),
+	})
+	loaded, err := config.Load([]byte(doc), config.Options{Registry: reg, Registerer: prometheus.NewRegistry(), Seed: 1})
+	require.NoError(t, err)
+	return loaded
+}
+
+// Token usage read from JSON and SSE responses reaches the completion
+// hooks, with the status and the served endpoint.
+func TestUsageReachesCompletionHooks(t *testing.T) {
+	rec := &recorder{completed: make(chan string, 4), responses: make(chan scheduling.Response, 4)}
+	h := start(t, queueConfig, threePods())
+	h.setRuntime(&extproc.Runtime{Scheduler: loadWithRecorder(t, kvRecorderConfig, rec).Scheduler, Format: "openai"})
+	tests := []struct {
+		name string
+		msgs []*extprocv3.ProcessingRequest
+		// n is the number of responses the stream gets.
+		n    int
+		want scheduling.Usage
+	}{
+		{
+			name: "JSON",
+			msgs: []*extprocv3.ProcessingRequest{
+				reqHeaders("/v1/completions"), body(completion, true),
+				respHeaders("127.10.0.3:8000", false, ":status", "200", "content-type", "application/json"),
+				respBody(`{"usage":{"prompt_tokens":7,"completion_tokens":3,"total_tokens":10,"prompt_tokens_details":{"cached_tokens":4}}}`, true),
+			},
+			n:    4,
+			want: scheduling.Usage{PromptTokens: 7, CompletionTokens: 3, TotalTokens: 10, CachedTokens: 4},
+		},
+		{
+			name: "SSE split mid-event",
+			msgs: []*extprocv3.ProcessingRequest{
+				reqHeaders("/v1/completions"), body(sseRequest, true),
+				respHeaders("127.10.0.3:8000", false, ":status", "200", "content-type", "text/event-stream"),
+				respBody("data: {\"choices\":[{\"text\":\"a\"}]}\n\ndata: {\"choices\":[],\"usage\":{\"prompt_tok", false),
+				respBody("ens\":3,\"completion_tokens\":1,\"total_tokens\":4}}\n\ndata: [DONE]\n\n", true),
+			},
+			n:    5,
+			want: scheduling.Usage{PromptTokens: 3, CompletionTokens: 1, TotalTokens: 4},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			h.exchange(t, tc.msgs, tc.n)
+			<-rec.completed
+			resp := <-rec.responses
+			require.Equal(t, tc.want, resp.Usage)
+			require.Equal(t, 200, resp.StatusCode)
+			require.Equal(t, "127.10.0.3:8000", resp.Served)
+			require.True(t, resp.EndOfStream)
+			require.False(t, resp.Disconnected)
+		})
+	}
+}

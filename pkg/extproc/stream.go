@@ -1,0 +1,599 @@
+package extproc
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/go-logr/logr"
+
+	"github.com/switchyard-ai/switchyard/pkg/requests"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+)
+
+// phase is where a stream is in the protocol.
+type phase uint8
+
+const (
+	phaseStart        phase = iota // nothing received
+	phaseRequestBody               // headers received, body accumulating
+	phaseForwarded                 // header and body responses sent
+	phaseResponse                  // response headers received
+	phaseResponseDone              // response body complete
+)
+
+// stream is the state of one ext_proc stream (one HTTP request). It is
+// used by one goroutine.
+type stream struct {
+	s   *Server
+	ctx context.Context
+	log logr.Logger
+
+	phase   phase
+	headers map[string]string
+	// subset is the gateway's subset hint, from whichever request message
+	// carried it last (Envoy may attach metadata to any of them).
+	subset    []string
+	hasSubset bool
+	reqID     string
+	genID     bool
+	body      []byte
+	start     time.Time
+
+	rt      *Runtime
+	parsed  requests.Parsed
+	req     *scheduling.Request
+	targets []*scheduling.Endpoint
+	target  *scheduling.Endpoint // where the request is counted: the served endpoint once known
+	stats   Stats
+	tokens  int64
+
+	forwardedAt time.Time
+	firstByte   bool
+	streaming   bool
+	passthrough bool // response too large to buffer
+	respBody    []byte
+	respBytes   int
+	sse         requests.SSEScanner
+	resp        scheduling.Response
+	completed   bool
+	running     bool
+}
+
+func newStream(s *Server, ctx context.Context) *stream {
+	return &stream{s: s, ctx: ctx, log: s.log}
+}
+
+// handle processes one message and returns the responses to send, and
+// whether the stream is over (an immediate response was sent).
+func (st *stream) handle(msg *extprocv3.ProcessingRequest) ([]*extprocv3.ProcessingResponse, bool) {
+	if st.phase < phaseForwarded {
+		if hint, ok := subsetHint(msg); ok {
+			st.subset, st.hasSubset = hint, true
+		}
+	}
+	switch v := msg.Request.(type) {
+	case *extprocv3.ProcessingRequest_RequestHeaders:
+		return st.requestHeaders(msg, v.RequestHeaders)
+	case *extprocv3.ProcessingRequest_RequestBody:
+		return st.requestBody(msg, v.RequestBody)
+	case *extprocv3.ProcessingRequest_RequestTrailers:
+		// Nothing to do: the request is routed on its body (as GIE).
+		return nil, false
+	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		return st.responseHeaders(msg, v.ResponseHeaders), false
+	case *extprocv3.ProcessingRequest_ResponseBody:
+		return st.responseBody(msg, v.ResponseBody), false
+	case *extprocv3.ProcessingRequest_ResponseTrailers:
+		return st.responseTrailers(msg), false
+	default:
+		st.log.V(4).Info("Ignoring an ext_proc message without a request phase")
+		return nil, false
+	}
+}
+
+// refuse answers the request itself and ends the stream.
+func (st *stream) refuse(r *refusal) ([]*extprocv3.ProcessingResponse, bool) {
+	model, target := st.parsed.Model, st.targetModel()
+	st.s.m.RequestError(model, target, errorCode(r.status))
+	st.s.m.Refusal(r.reason)
+	if r.status >= 500 && r.status != http.StatusServiceUnavailable {
+		st.log.Error(errors.New(r.message), "Request failed", "status", r.status, "reason", r.reason)
+	} else {
+		st.log.V(2).Info("Request refused", "status", r.status, "reason", r.reason, "message", r.message, "model", model)
+	}
+	return []*extprocv3.ProcessingResponse{r.immediate()}, true
+}
+
+func (st *stream) targetModel() string {
+	if st.req != nil {
+		return st.req.TargetModel
+	}
+	return st.parsed.Model
+}
+
+func (st *stream) requestHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) ([]*extprocv3.ProcessingResponse, bool) {
+	if st.phase != phaseStart {
+		return st.refuse(&refusal{status: http.StatusBadRequest, reason: ReasonProtocol, message: "request headers received twice"})
+	}
+	st.start = st.s.now()
+	hm := h.GetHeaders().GetHeaders()
+	st.headers = make(map[string]string, len(hm))
+	for _, hv := range hm {
+		k := strings.ToLower(hv.GetKey())
+		if len(hv.GetRawValue()) > 0 {
+			st.headers[k] = string(hv.GetRawValue())
+		} else {
+			st.headers[k] = hv.GetValue()
+		}
+	}
+	st.reqID = st.headers[RequestIDHeader]
+	if st.reqID == "" {
+		st.reqID = newRequestID()
+		st.genID = true
+	}
+	st.log = st.log.WithValues("requestID", st.reqID)
+	st.phase = phaseRequestBody
+	if !h.GetEndOfStream() {
+		return nil, false // the answer waits for the body
+	}
+	return st.headerOnly()
+}
+
+// headerOnly routes a request without a body (e.g. GET /v1/models): no
+// scheduling, a uniformly random ready endpoint, narrowed by the subset
+// hint like any request.
+func (st *stream) headerOnly() ([]*extprocv3.ProcessingResponse, bool) {
+	cands, r := st.candidates()
+	if r != nil {
+		return st.refuse(r)
+	}
+	e := cands[rand.IntN(len(cands))]
+	st.targets = []*scheduling.Endpoint{e}
+	st.phase = phaseForwarded
+	st.forwardedAt = st.s.now()
+	st.log.V(3).Info("Routed a request without body", "endpoint", e.HostPort())
+	return []*extprocv3.ProcessingResponse{st.headersResponse(0)}, false
+}
+
+func (st *stream) requestBody(msg *extprocv3.ProcessingRequest, b *extprocv3.HttpBody) ([]*extprocv3.ProcessingResponse, bool) {
+	if st.phase != phaseRequestBody {
+		return st.refuse(&refusal{status: http.StatusBadRequest, reason: ReasonProtocol, message: "request body received before request headers or after end of stream"})
+	}
+	if int64(len(st.body))+int64(len(b.GetBody())) > st.s.opts.MaxRequestBodyBytes {
+		st.body = nil
+		return st.refuse(&refusal{status: http.StatusRequestEntityTooLarge, reason: ReasonBodyTooLarge,
+			message: fmt.Sprintf("request body exceeds the limit of %d bytes", st.s.opts.MaxRequestBodyBytes)})
+	}
+	if st.body == nil && b.GetEndOfStream() {
+		// One chunk: keep the message's buffer, no copy.
+		st.body = b.GetBody()
+	} else {
+		st.body = append(st.body, b.GetBody()...)
+	}
+	if !b.GetEndOfStream() {
+		return nil, false
+	}
+	return st.route()
+}
+
+// route parses the complete body, schedules the request and answers.
+func (st *stream) route() ([]*extprocv3.ProcessingResponse, bool) {
+	st.rt = st.s.opts.Runtime()
+	path := st.headers[":path"]
+	if path == "" {
+		path = st.headers["x-original-path"]
+	}
+	if path == "" {
+		path = st.headers["x-forwarded-path"]
+	}
+	if err := requests.Parse(st.rt.format(), requests.DetectAPI(path), st.body, &st.parsed); err != nil {
+		var perr *requests.Error
+		if errors.As(err, &perr) {
+			return st.refuse(&refusal{status: http.StatusBadRequest, reason: ReasonBadRequest, message: perr.Error()})
+		}
+		return st.refuse(&refusal{status: http.StatusBadRequest, reason: ReasonBadRequest, message: err.Error()})
+	}
+	req := &scheduling.Request{
+		ID:              st.reqID,
+		Model:           st.parsed.Model,
+		TargetModel:     st.parsed.Model,
+		Prompt:          st.parsed.Prompt,
+		Headers:         st.headers,
+		Objective:       st.headers[ObjectiveHeader],
+		FairnessID:      st.headers[FairnessHeader],
+		PromptTokens:    st.parsed.PromptTokens,
+		BodyBytes:       len(st.body),
+		MaxOutputTokens: st.parsed.MaxOutputTokens,
+		Stream:          st.parsed.Stream,
+	}
+	if rw := st.headers[ModelRewriteHeader]; rw != "" {
+		req.TargetModel = rw
+	}
+	if req.FairnessID == "" {
+		req.FairnessID = DefaultFairnessID
+	}
+	if req.Objective != "" && st.s.opts.Objective != nil {
+		if p, ok := st.s.opts.Objective(req.Objective); ok {
+			req.Priority = p
+		}
+	}
+	st.req = req
+	st.s.m.RequestReceived(req.Model, req.TargetModel, req.Priority)
+	st.s.m.RequestSize(req.Model, req.TargetModel, len(st.body))
+
+	cands, r := st.candidates()
+	if r != nil {
+		st.req = nil // never scheduled: no completion hooks
+		return st.refuse(r)
+	}
+	schedStart := st.s.now()
+	res, err := st.rt.Scheduler.Process(st.ctx, req, cands)
+	st.s.m.SchedulerE2E(st.s.now().Sub(schedStart))
+	if err != nil {
+		st.req = nil
+		st.s.m.SchedulerAttempt(false, req.TargetModel, "", "", 0)
+		var re *scheduling.RefusalError
+		switch {
+		case errors.As(err, &re):
+			return st.refuse(&refusal{status: re.Refusal.StatusCode, reason: re.Refusal.Reason, message: re.Refusal.Message})
+		case errors.Is(err, scheduling.ErrNoEndpoints):
+			return st.refuse(&refusal{status: http.StatusServiceUnavailable, reason: ReasonNoneScheduled,
+				message: "no endpoint can serve the request: " + err.Error()})
+		default:
+			return st.refuse(&refusal{status: http.StatusInternalServerError, reason: ReasonInternal, message: "scheduling failed: " + err.Error()})
+		}
+	}
+	st.targets = res.Targets()
+	st.target = st.targets[0]
+	md := st.target.Metadata()
+	st.s.m.SchedulerAttempt(true, req.TargetModel, md.Name, md.Namespace, md.Port)
+
+	body := st.body
+	if req.TargetModel != req.Model && st.rt.format() != "passthrough" {
+		rewritten, err := requests.RewriteModel(body, req.TargetModel)
+		if err != nil {
+			st.abandon()
+			return st.refuse(&refusal{status: http.StatusInternalServerError, reason: ReasonInternal, message: "rewriting the model name: " + err.Error()})
+		}
+		body = rewritten
+	}
+	st.tokens = scheduling.EstimateTokens(req)
+	if st.s.opts.Stats != nil {
+		st.stats = st.s.opts.Stats(st.target)
+	}
+	if st.stats != nil {
+		st.stats.Start(st.tokens)
+	}
+	st.running = true
+	st.s.m.RunningRequests(req.Model, 1)
+	st.phase = phaseForwarded
+	st.forwardedAt = st.s.now()
+	if st.log.V(3).Enabled() {
+		st.log.V(3).Info("Routed", "model", req.Model, "targetModel", req.TargetModel, "endpoints", joinTargets(st.targets),
+			"candidates", len(cands), "profile", res.PrimaryProfile, "bodyBytes", len(st.body))
+	}
+	out := make([]*extprocv3.ProcessingResponse, 0, 1+len(body)/BodyChunkLimit+1)
+	out = append(out, st.headersResponse(len(body)))
+	out = appendBodyChunks(out, body, true, requestBodyResponse)
+	st.body = nil
+	return out, false
+}
+
+// abandon completes a request that was scheduled but will not be
+// forwarded.
+func (st *stream) abandon() {
+	if st.req != nil && st.rt != nil {
+		st.resp.Disconnected = true
+		st.rt.Scheduler.ResponseComplete(context.WithoutCancel(st.ctx), st.req, &st.resp, st.target)
+		st.completed = true
+	}
+}
+
+// candidates returns the ready endpoints narrowed by the subset hint and
+// the conformance test header, or the refusal when nothing is left.
+func (st *stream) candidates() ([]*scheduling.Endpoint, *refusal) {
+	view := st.s.opts.Endpoints()
+	cands := view.Ready()
+	if len(cands) == 0 {
+		return nil, &refusal{status: http.StatusServiceUnavailable, reason: ReasonNoEndpoints, message: "no ready endpoints in the pool"}
+	}
+	if !st.s.opts.DisableSubsetFilter {
+		if st.hasSubset {
+			cands = filterEndpoints(cands, st.subset)
+			if len(cands) == 0 {
+				return nil, &refusal{status: http.StatusServiceUnavailable, reason: ReasonSubsetNoMatch,
+					message: "failed to find endpoint candidates for serving the request: the subset hint matches no ready endpoint"}
+			}
+		}
+	}
+	if sel := st.headers[TestSelectionHeader]; sel != "" {
+		cands = filterEndpoints(cands, splitList(sel))
+		if len(cands) == 0 {
+			return nil, &refusal{status: http.StatusServiceUnavailable, reason: ReasonSubsetNoMatch,
+				message: "the " + TestSelectionHeader + " header matches no ready endpoint"}
+		}
+	}
+	return cands, nil
+}
+
+// headersResponse is the answer to the request headers: destination
+// header and identical envoy.lb metadata, Content-Length when the body is
+// not empty, and the request id when the EPP generated it.
+func (st *stream) headersResponse(bodyLen int) *extprocv3.ProcessingResponse {
+	dest := joinTargets(st.targets)
+	set := make([]*corev3.HeaderValueOption, 0, 3)
+	set = append(set, headerOption(DestinationHeader, dest))
+	if bodyLen > 0 {
+		set = append(set, headerOption("content-length", strconv.Itoa(bodyLen)))
+	}
+	if st.genID {
+		set = append(set, headerOption(RequestIDHeader, st.reqID))
+	}
+	return &extprocv3.ProcessingResponse{
+		Response: &extprocv3.ProcessingResponse_RequestHeaders{
+			RequestHeaders: &extprocv3.HeadersResponse{
+				Response: &extprocv3.CommonResponse{
+					ClearRouteCache: true,
+					HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set},
+				},
+			},
+		},
+		DynamicMetadata: destinationMetadata(dest),
+	}
+}
+
+func (st *stream) responseHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) []*extprocv3.ProcessingResponse {
+	st.phase = phaseResponse
+	hm := h.GetHeaders().GetHeaders()
+	st.resp.Headers = make(map[string]string, len(hm))
+	for _, hv := range hm {
+		k := strings.ToLower(hv.GetKey())
+		v := hv.GetValue()
+		if len(hv.GetRawValue()) > 0 {
+			v = string(hv.GetRawValue())
+		}
+		st.resp.Headers[k] = v
+		switch k {
+		case ":status", "status":
+			if code, err := strconv.Atoi(v); err == nil {
+				st.resp.StatusCode = code
+			}
+		case "content-type":
+			if strings.Contains(v, "text/event-stream") {
+				st.streaming = true
+			}
+		}
+	}
+	if st.parsed.Stream {
+		st.streaming = true
+	}
+	var set []*corev3.HeaderValueOption
+	if served := servedEndpoint(msg); served != "" {
+		st.setServed(served)
+		set = append(set, headerOption(ConformanceServed, served))
+	}
+	if st.req != nil {
+		st.rt.Scheduler.ResponseReceived(st.ctx, st.req, &st.resp, st.target)
+	}
+	out := []*extprocv3.ProcessingResponse{{
+		Response: &extprocv3.ProcessingResponse_ResponseHeaders{
+			ResponseHeaders: &extprocv3.HeadersResponse{
+				Response: &extprocv3.CommonResponse{HeaderMutation: &extprocv3.HeaderMutation{SetHeaders: set}},
+			},
+		},
+	}}
+	if h.GetEndOfStream() {
+		st.phase = phaseResponseDone
+		st.complete(false)
+	}
+	return out
+}
+
+// setServed records the endpoint that served. When the gateway fell back
+// to another endpoint of the list, the accounting moves there.
+func (st *stream) setServed(served string) {
+	if st.resp.Served == served {
+		return
+	}
+	st.resp.Served = served
+	for _, e := range st.targets {
+		if e.HostPort() != served || e == st.target {
+			continue
+		}
+		if st.stats != nil {
+			st.stats.Finish(st.tokens, 0, false)
+		}
+		st.target = e
+		st.stats = nil
+		if st.s.opts.Stats != nil {
+			st.stats = st.s.opts.Stats(e)
+		}
+		if st.stats != nil {
+			st.stats.Start(st.tokens)
+		}
+		return
+	}
+}
+
+func (st *stream) responseBody(msg *extprocv3.ProcessingRequest, b *extprocv3.HttpBody) []*extprocv3.ProcessingResponse {
+	if served := servedEndpoint(msg); served != "" {
+		st.setServed(served)
+	}
+	chunk, eos := b.GetBody(), b.GetEndOfStream()
+	st.respBytes += len(chunk)
+	// Time to first token is only meaningful when the response streams;
+	// a buffered JSON response's first byte comes with its last token.
+	if !st.firstByte && len(chunk) > 0 && st.req != nil && st.streaming {
+		st.firstByte = true
+		ttft := st.s.now().Sub(st.forwardedAt)
+		if st.stats != nil {
+			st.stats.FirstToken(ttft)
+		}
+		st.s.m.TTFT(st.req.Model, st.req.TargetModel, ttft)
+	}
+	if st.streaming || st.passthrough {
+		if st.req != nil {
+			if st.streaming && st.rt.format() != "passthrough" {
+				st.sse.Feed(chunk)
+			}
+			st.rt.Scheduler.ResponseStreaming(st.ctx, st.req, &st.resp, chunk, st.target)
+		}
+		chunk = st.rewriteModel(chunk)
+		out := appendBodyChunks(nil, chunk, eos, responseBodyResponse)
+		if eos {
+			st.phase = phaseResponseDone
+			st.complete(false)
+		}
+		return out
+	}
+	if int64(len(st.respBody))+int64(len(chunk)) > st.s.opts.MaxBufferedResponseBytes {
+		// Too large to buffer: pass it through without usage.
+		st.passthrough = true
+		st.log.V(2).Info("Response too large to buffer; passing it through without reading usage", "bytes", len(st.respBody)+len(chunk))
+		all := append(st.respBody, chunk...)
+		st.respBody = nil
+		out := appendBodyChunks(nil, st.rewriteModel(all), eos, responseBodyResponse)
+		if eos {
+			st.phase = phaseResponseDone
+			st.complete(false)
+		}
+		return out
+	}
+	if st.respBody == nil && eos {
+		st.respBody = chunk // one chunk: no copy
+	} else {
+		st.respBody = append(st.respBody, chunk...)
+	}
+	if !eos {
+		return nil
+	}
+	return st.finishBuffered(true)
+}
+
+// finishBuffered ends a buffered response: usage, hooks, model rewrite,
+// the body back in chunks.
+func (st *stream) finishBuffered(eos bool) []*extprocv3.ProcessingResponse {
+	body := st.respBody
+	st.respBody = nil
+	if st.req != nil && st.rt.format() != "passthrough" {
+		if u, ok := requests.ParseUsage(body); ok {
+			st.resp.Usage = u
+		}
+	}
+	if st.req != nil {
+		st.rt.Scheduler.ResponseStreaming(st.ctx, st.req, &st.resp, body, st.target)
+	}
+	st.phase = phaseResponseDone
+	st.complete(false)
+	return appendBodyChunks(nil, st.rewriteModel(body), eos, responseBodyResponse)
+}
+
+func (st *stream) responseTrailers(msg *extprocv3.ProcessingRequest) []*extprocv3.ProcessingResponse {
+	if served := servedEndpoint(msg); served != "" {
+		st.setServed(served)
+	}
+	var out []*extprocv3.ProcessingResponse
+	if st.phase != phaseResponseDone {
+		if !st.streaming && !st.passthrough && len(st.respBody) > 0 {
+			out = st.finishBuffered(false)
+		} else {
+			st.phase = phaseResponseDone
+			st.complete(false)
+		}
+	}
+	return append(out, &extprocv3.ProcessingResponse{
+		Response: &extprocv3.ProcessingResponse_ResponseTrailers{ResponseTrailers: &extprocv3.TrailersResponse{}},
+	})
+}
+
+// rewriteModel gives a response chunk the client's model name back.
+func (st *stream) rewriteModel(chunk []byte) []byte {
+	if st.req == nil || st.req.TargetModel == st.req.Model || st.req.Model == "" {
+		return chunk
+	}
+	return requests.RewriteResponseModel(chunk, st.req.TargetModel, st.req.Model)
+}
+
+// complete runs the completion of a scheduled request once: hooks,
+// endpoint accounting and metrics.
+func (st *stream) complete(disconnected bool) {
+	if st.req == nil || st.completed {
+		return
+	}
+	st.completed = true
+	if st.streaming && !st.passthrough {
+		if u, ok := st.sse.Usage(); ok {
+			st.resp.Usage = u
+		}
+	}
+	st.resp.EndOfStream = !disconnected
+	st.resp.Disconnected = disconnected
+	ctx := st.ctx
+	if disconnected {
+		ctx = context.WithoutCancel(ctx)
+	}
+	st.rt.Scheduler.ResponseComplete(ctx, st.req, &st.resp, st.target)
+	e2e := st.s.now().Sub(st.forwardedAt)
+	ok := !disconnected && st.resp.StatusCode >= 200 && st.resp.StatusCode < 300
+	if st.stats != nil {
+		st.stats.Finish(st.tokens, e2e, ok)
+	}
+	if st.running {
+		st.running = false
+		st.s.m.RunningRequests(st.req.Model, -1)
+	}
+	model, target := st.req.Model, st.req.TargetModel
+	if disconnected {
+		st.log.V(3).Info("Request ended before its response completed", "endpoint", st.target.HostPort())
+		return
+	}
+	if !ok {
+		st.s.m.RequestError(model, target, "ModelServerError")
+	}
+	st.s.m.RequestDuration(model, target, st.s.now().Sub(st.start))
+	st.s.m.ResponseSize(model, target, st.respBytes)
+	u := st.resp.Usage
+	if u.PromptTokens > 0 || u.CompletionTokens > 0 {
+		st.s.m.Tokens(model, target, u.PromptTokens, u.CompletionTokens, u.CachedTokens)
+		if u.CompletionTokens > 0 {
+			st.s.m.NormalizedTPOT(model, target, e2e, u.CompletionTokens)
+		}
+	}
+	st.log.V(3).Info("Request completed", "endpoint", st.target.HostPort(), "status", st.resp.StatusCode,
+		"promptTokens", u.PromptTokens, "completionTokens", u.CompletionTokens, "e2e", e2e)
+}
+
+// finish runs when the stream ends for any reason.
+func (st *stream) finish() {
+	if st.req != nil && !st.completed {
+		st.complete(true)
+	}
+}
+
+func newRequestID() string {
+	var b [16]byte
+	_, _ = crand.Read(b[:])
+	b[6] = b[6]&0x0f | 0x40 // version 4
+	b[8] = b[8]&0x3f | 0x80 // variant
+	var s [36]byte
+	hex.Encode(s[0:8], b[0:4])
+	s[8] = '-'
+	hex.Encode(s[9:13], b[4:6])
+	s[13] = '-'
+	hex.Encode(s[14:18], b[6:8])
+	s[18] = '-'
+	hex.Encode(s[19:23], b[8:10])
+	s[23] = '-'
+	hex.Encode(s[24:], b[10:])
+	return string(s[:])
+}
