@@ -19,8 +19,14 @@ lint:
 	$(GO) vet ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
-# Short fuzzing runs over every parser (the corpus stays in testdata/fuzz).
+# Fuzzing runs over every fuzz target in the repository (the corpora stay
+# in each package's testdata/fuzz). FUZZTIME=60s for a release check.
 FUZZTIME ?= 30s
 fuzz:
-	$(GO) test -run='^$$' -fuzz=FuzzLoad -fuzztime=$(FUZZTIME) ./pkg/config/
-	$(GO) test -run='^$$' -fuzz=FuzzParseMetricSpec -fuzztime=$(FUZZTIME) ./pkg/plugins/datalayer/coremetrics/
+	@set -e; for f in $$(grep -rl --include='*_test.go' '^func Fuzz' pkg cmd); do \
+	  dir=./$$(dirname $$f); \
+	  for t in $$(grep -o '^func Fuzz[A-Za-z0-9_]*' $$f | cut -d' ' -f2); do \
+	    echo "== $$dir $$t"; \
+	    $(GO) test -run='^$$' -fuzz="^$$t\$$" -fuzztime=$(FUZZTIME) $$dir; \
+	  done; \
+	done

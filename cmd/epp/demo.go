@@ -1,0 +1,346 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/switchyard-ai/switchyard/pkg/datastore"
+	"github.com/switchyard-ai/switchyard/pkg/gateway"
+	"github.com/switchyard-ai/switchyard/pkg/modelsim"
+	"github.com/switchyard-ai/switchyard/pkg/server"
+)
+
+type demoFlags struct {
+	endpoints  int
+	listen     string
+	configFile string
+	timeScale  float64
+	interval   time.Duration
+	traffic    float64
+	duration   time.Duration
+	log        logFlags
+}
+
+func runDemo(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("epp demo", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f demoFlags
+	fs.IntVar(&f.endpoints, "endpoints", 4, "number of simulated model servers (1..64)")
+	fs.StringVar(&f.listen, "listen", "127.0.0.1:8080", "the gateway's listen address")
+	fs.StringVar(&f.configFile, "config-file", "", "EndpointPickerConfig file (default: the embedded config/default.yaml); hot-reloaded")
+	fs.Float64Var(&f.timeScale, "time-scale", 1, "simulated time factor (0.1 = ten times faster model servers)")
+	fs.DurationVar(&f.interval, "table-interval", time.Second, "refresh period of the endpoint table; 0 hides it")
+	fs.Float64Var(&f.traffic, "traffic", 0, "requests per second of built-in load with shared prompt prefixes (0: none)")
+	fs.DurationVar(&f.duration, "duration", 0, "stop after this long (0: until Ctrl-C)")
+	f.log.register(fs)
+	_ = fs.Set("v", "0")
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: epp demo [flags]\n\nStarts simulated vLLM servers on loopback, the EPP in standalone mode and a gateway,\nand shows how the EPP routes. Flags:\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if f.endpoints < 1 || f.endpoints > 64 {
+		fmt.Fprintf(stderr, "epp demo: --endpoints: must be 1..64, got %d\n", f.endpoints)
+		return 2
+	}
+	if f.timeScale <= 0 || f.traffic < 0 {
+		fmt.Fprintln(stderr, "epp demo: --time-scale must be positive and --traffic not negative")
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if f.duration > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, f.duration)
+		defer cancel()
+	}
+	if err := demo(ctx, f, stdout, stderr); err != nil {
+		fmt.Fprintf(stderr, "epp demo: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// simServer is one simulated model server on loopback.
+type simServer struct {
+	name string
+	sim  *modelsim.Server
+	http *http.Server
+	addr *net.TCPAddr
+}
+
+func demo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
+	logger, err := f.log.logger(stderr)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+
+	// 1. Model servers.
+	simCfg := modelsim.DefaultConfig()
+	simCfg.TimeScale = f.timeScale
+	var sims []*simServer
+	defer func() {
+		for _, s := range sims {
+			// Close the engine first: it ends open streams at once, so the
+			// HTTP shutdown does not wait for them.
+			_ = s.sim.Close()
+			sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+			_ = s.http.Shutdown(sctx)
+			c()
+		}
+	}()
+	var endpoints strings.Builder
+	endpoints.WriteString("# Written by epp demo: the simulated model servers.\nendpoints:\n")
+	for i := range f.endpoints {
+		name := fmt.Sprintf("sim-%d", i)
+		cfg := simCfg
+		cfg.Seed = uint64(i + 1)
+		sim, err := modelsim.New(cfg, modelsim.WithID(name), modelsim.WithLogger(logger.WithName(name)))
+		if err != nil {
+			return err
+		}
+		if err := sim.Start(ctx); err != nil {
+			return err
+		}
+		lis, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			_ = sim.Close()
+			return err
+		}
+		s := &simServer{name: name, sim: sim, http: &http.Server{Handler: sim.Handler(), ReadHeaderTimeout: 10 * time.Second}, addr: lis.Addr().(*net.TCPAddr)}
+		sims = append(sims, s)
+		wg.Add(1)
+		go func() { defer wg.Done(); _ = s.http.Serve(lis) }()
+		fmt.Fprintf(&endpoints, "- name: %s\n  address: 127.0.0.1\n  port: %d\n  labels: {app: modelsim}\n", name, s.addr.Port)
+	}
+	dir, err := os.MkdirTemp("", "switchyard-demo-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	epFile := filepath.Join(dir, "endpoints.yaml")
+	if err := os.WriteFile(epFile, []byte(endpoints.String()), 0o600); err != nil {
+		return err
+	}
+
+	// 2. The EPP, in standalone mode, with TLS as in production.
+	srv, err := server.New(server.Config{
+		GRPCAddr:      "127.0.0.1:0",
+		HealthAddr:    "127.0.0.1:0",
+		MetricsAddr:   "127.0.0.1:0",
+		SecureServing: true,
+		EnablePprof:   false,
+		ConfigFile:    f.configFile,
+		EndpointsFile: epFile,
+		PoolName:      "demo",
+		Logger:        logger.WithName("epp"),
+	})
+	if err != nil {
+		return err
+	}
+	eppDone := make(chan error, 1)
+	wg.Add(1)
+	go func() { defer wg.Done(); eppDone <- srv.Run(ctx) }()
+
+	// 3. The gateway.
+	gw, err := gateway.New(gateway.Options{EPPAddr: srv.GRPCAddr(), EPPTLS: true, Logger: logger.WithName("gateway")})
+	if err != nil {
+		cancel()
+		return err
+	}
+	defer gw.Close()
+	lis, err := net.Listen("tcp", f.listen)
+	if err != nil {
+		cancel()
+		return fmt.Errorf("gateway: %w (choose another address with --listen)", err)
+	}
+	gwSrv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+	wg.Add(1)
+	go func() { defer wg.Done(); _ = gwSrv.Serve(lis) }()
+	defer func() {
+		sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = gwSrv.Shutdown(sctx)
+		c()
+	}()
+	gwURL := "http://" + lis.Addr().String()
+
+	fmt.Fprintf(stdout, "Switchyard demo: %d simulated vLLM servers, the EPP and a gateway on this machine.\n\n", f.endpoints)
+	fmt.Fprintf(stdout, "  gateway    %s  (OpenAI API: /v1/completions, /v1/chat/completions)\n", gwURL)
+	fmt.Fprintf(stdout, "  EPP        ext_proc %s (TLS, self-signed)  metrics http://%s/metrics\n", srv.GRPCAddr(), srv.MetricsAddr())
+	for _, s := range sims {
+		fmt.Fprintf(stdout, "  %-10s http://%s  (model %s)\n", s.name, s.addr, simCfg.Model)
+	}
+	fmt.Fprintf(stdout, "\nSend a request:\n\n  curl -s %s/v1/completions -H 'content-type: application/json' \\\n    -d '{\"model\": \"%s\", \"prompt\": \"Write a haiku about routers\", \"max_tokens\": 32}'\n\n", gwURL, simCfg.Model)
+	fmt.Fprintf(stdout, "Requests that share a prompt prefix go to the endpoint that caches it; load spreads by queue and KV cache.\nPress Ctrl-C to stop.\n\n")
+
+	var load *demoLoad
+	if f.traffic > 0 {
+		load = &demoLoad{url: gwURL, model: simCfg.Model, rate: f.traffic}
+		wg.Add(1)
+		go func() { defer wg.Done(); load.run(ctx) }()
+	}
+	if f.interval > 0 {
+		wg.Add(1)
+		go func() { defer wg.Done(); showTable(ctx, stdout, srv.Store(), f.interval, load) }()
+	}
+	select {
+	case <-ctx.Done():
+	case err := <-eppDone:
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
+	fmt.Fprintln(stdout, "\nStopping...")
+	return nil
+}
+
+// showTable prints one line per endpoint every interval. On a terminal it
+// redraws in place.
+func showTable(ctx context.Context, w io.Writer, store *datastore.Store, every time.Duration, load *demoLoad) {
+	tty := isTerminal(w)
+	t := time.NewTicker(every)
+	defer t.Stop()
+	lines := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		var table bytes.Buffer
+		writeTable(&table, store, load)
+		var buf bytes.Buffer
+		if tty && lines > 0 {
+			fmt.Fprintf(&buf, "\033[%dA\033[J", lines) // redraw in place
+		}
+		buf.Write(table.Bytes())
+		lines = bytes.Count(table.Bytes(), []byte{'\n'})
+		_, _ = w.Write(buf.Bytes())
+	}
+}
+
+func writeTable(w io.Writer, store *datastore.Store, load *demoLoad) {
+	snap := store.Snapshot()
+	fmt.Fprintf(w, "%s\n", time.Now().Format("15:04:05"))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ENDPOINT\tADDRESS\tQUEUE\tRUNNING\tKV\tPICKS\tIN-FLIGHT\tTTFT\tSTATE")
+	for _, e := range snap.All() {
+		m := e.Metrics()
+		var picks, inflight int64
+		ttft := "-"
+		if st, ok := datastore.StatsKey.Get(e); ok && st != nil {
+			inflight = st.InFlight()
+			picks = int64(st.Served()+st.Errors()) + inflight
+			if d := st.TTFT(); d > 0 {
+				ttft = d.Round(time.Millisecond).String()
+			}
+		}
+		state := "ready"
+		if snap.Stale(e) {
+			state = "stale"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f%%\t%d\t%d\t%s\t%s\n", e.Name(), e.HostPort(), m.WaitingQueueSize, m.RunningRequestsSize,
+			100*m.KVCacheUsagePercent, picks, inflight, ttft, state)
+	}
+	_ = tw.Flush()
+	if load != nil {
+		fmt.Fprintf(w, "load: %d sent, %d ok, %d failed\n", load.sent.Load(), load.ok.Load(), load.failed.Load())
+	}
+}
+
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
+// demoLoad sends requests whose prompts share a few long prefixes (system
+// prompts), so prefix-cache affinity is visible in the table.
+type demoLoad struct {
+	url, model       string
+	rate             float64
+	sent, ok, failed atomic.Int64
+}
+
+var demoSystemPrompts = []string{
+	"You are a support assistant for a network equipment company. Answer briefly and cite the manual section. ",
+	"You are a code reviewer. Point out bugs first, then style. Be specific and quote the lines you mean. ",
+	"You translate English into French. Keep the register of the source and do not explain the translation. ",
+	"You are a travel planner. Propose a day-by-day plan with times, places and one alternative per day. ",
+}
+
+func (l *demoLoad) run(ctx context.Context) {
+	client := &http.Client{Timeout: time.Minute}
+	sem := make(chan struct{}, 64)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	t := time.NewTicker(time.Duration(float64(time.Second) / l.rate))
+	defer t.Stop()
+	for i := 0; ; i++ {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		select {
+		case sem <- struct{}{}:
+		default:
+			continue // 64 in flight: skip a beat rather than queue unboundedly
+		}
+		sys := demoSystemPrompts[rand.IntN(len(demoSystemPrompts))]
+		body := fmt.Sprintf(`{"model":%q,"prompt":%q,"max_tokens":%d}`, l.model, strings.Repeat(sys, 8)+fmt.Sprintf("Question %d?", i), 16+rand.IntN(48))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			l.sent.Add(1)
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, l.url+"/v1/completions", strings.NewReader(body))
+			if err != nil {
+				l.failed.Add(1)
+				return
+			}
+			req.Header.Set("content-type", "application/json")
+			resp, err := client.Do(req)
+			if err != nil {
+				l.failed.Add(1)
+				return
+			}
+			_, _ = io.Copy(io.Discard, resp.Body)
+			_ = resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				l.ok.Add(1)
+			} else {
+				l.failed.Add(1)
+			}
+		}()
+	}
+}

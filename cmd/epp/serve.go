@@ -1,0 +1,247 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+
+	"github.com/switchyard-ai/switchyard/pkg/plugins/datalayer/metricssource"
+	"github.com/switchyard-ai/switchyard/pkg/server"
+)
+
+// serveFlags are GIE's cmd/epp flags (same names and defaults) plus
+// Switchyard's own.
+type serveFlags struct {
+	grpcPort, healthPort, metricsPort int
+	metricsAuth, pprof                bool
+	poolName, poolNamespace, poolGrp  string
+	endpointSelector                  string
+	endpointTargetPorts               string
+	endpointsFile                     string
+	disableSubset                     bool
+	configFile, configText            string
+	refreshMetrics, refreshProm       time.Duration
+	staleness                         time.Duration
+	secure                            bool
+	certPath                          string
+	certReload                        bool
+	healthChecking                    bool
+	leaderElection                    bool
+	tracing                           bool
+	maxBody                           int64
+	shutdownGrace                     time.Duration
+	seed                              uint64
+	log                               logFlags
+	// Deprecated GIE flags.
+	msMetricsPort                                     int
+	msMetricsScheme, msMetricsPath                    string
+	msInsecure                                        bool
+	queuedMetric, runningMetric, kvMetric, loraMetric string
+	cacheInfoMetric                                   string
+}
+
+func (f *serveFlags) register(fs *flag.FlagSet) {
+	d := server.Defaults()
+	fs.IntVar(&f.grpcPort, "grpc-port", 9002, "ext_proc gRPC port")
+	fs.IntVar(&f.healthPort, "grpc-health-port", 9003, "gRPC health port (services liveness, readiness, envoy.service.ext_proc.v3.ExternalProcessor)")
+	fs.IntVar(&f.metricsPort, "metrics-port", 9090, "Prometheus metrics (and pprof) port; 0 disables")
+	fs.BoolVar(&f.metricsAuth, "metrics-endpoint-auth", true, "accepted for GIE compatibility; /metrics authentication needs Kubernetes mode and is not enforced in standalone mode")
+	fs.BoolVar(&f.pprof, "enable-pprof", d.EnablePprof, "serve /debug/pprof/ on the metrics port")
+	fs.StringVar(&f.poolName, "pool-name", "", "InferencePool name (Kubernetes mode); in standalone mode it names the pool in metrics")
+	fs.StringVar(&f.poolNamespace, "pool-namespace", "", "InferencePool namespace (default $NAMESPACE, then \"default\")")
+	fs.StringVar(&f.poolGrp, "pool-group", "inference.networking.k8s.io", "InferencePool API group")
+	fs.StringVar(&f.endpointSelector, "endpoint-selector", "", "pod label selector k=v[,k=v] (Kubernetes mode without the CRD)")
+	fs.StringVar(&f.endpointTargetPorts, "endpoint-target-ports", "", "target ports for --endpoint-selector")
+	fs.StringVar(&f.endpointsFile, "endpoints-file", "", "standalone mode: YAML file listing the endpoints (watched for changes)")
+	fs.BoolVar(&f.disableSubset, "disable-endpoint-subset-filter", false, "ignore the gateway's subset hint (envoy.lb.subset_hint)")
+	fs.StringVar(&f.configFile, "config-file", "", "EndpointPickerConfig file (watched and hot-reloaded)")
+	fs.StringVar(&f.configText, "config-text", "", "EndpointPickerConfig as text (exclusive with --config-file)")
+	fs.DurationVar(&f.refreshMetrics, "refresh-metrics-interval", d.RefreshMetricsInterval, "model-server metrics scrape interval")
+	fs.DurationVar(&f.refreshProm, "refresh-prometheus-metrics-interval", d.RefreshPrometheusMetricsInterval, "pool gauge refresh interval")
+	fs.DurationVar(&f.staleness, "metrics-staleness-threshold", d.MetricsStalenessThreshold, "metrics older than this make an endpoint stale (no new requests)")
+	fs.BoolVar(&f.secure, "secure-serving", true, "serve ext_proc over TLS (self-signed certificate unless --cert-path)")
+	fs.StringVar(&f.certPath, "cert-path", "", "directory with tls.crt and tls.key for ext_proc TLS")
+	fs.BoolVar(&f.certReload, "enable-cert-reload", false, "reload --cert-path files when they change")
+	fs.BoolVar(&f.healthChecking, "health-checking", false, "also serve gRPC health on the ext_proc port")
+	fs.BoolVar(&f.leaderElection, "ha-enable-leader-election", false, "active-passive leader election (Kubernetes mode)")
+	fs.BoolVar(&f.tracing, "tracing", true, "accepted for GIE compatibility; Switchyard exports no OpenTelemetry traces")
+	fs.Int64Var(&f.maxBody, "max-request-body-bytes", d.MaxRequestBodyBytes, "largest request body accepted (413 above)")
+	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", d.ShutdownGrace, "how long shutdown waits for open streams")
+	fs.Uint64Var(&f.seed, "seed", 0, "seed for plugin randomness (0: random)")
+	f.log.register(fs)
+	fs.IntVar(&f.msMetricsPort, "model-server-metrics-port", 0, "deprecated: metrics port of the model servers (0: the serving port)")
+	fs.StringVar(&f.msMetricsScheme, "model-server-metrics-scheme", "", "deprecated: use metrics-data-source's scheme")
+	fs.StringVar(&f.msMetricsPath, "model-server-metrics-path", "", "deprecated: use metrics-data-source's path")
+	fs.BoolVar(&f.msInsecure, "model-server-metrics-https-insecure-skip-verify", true, "deprecated: use metrics-data-source's insecureSkipVerify")
+	for _, m := range []struct {
+		p    *string
+		name string
+	}{
+		{&f.queuedMetric, "total-queued-requests-metric"},
+		{&f.runningMetric, "total-running-requests-metric"},
+		{&f.kvMetric, "kv-cache-usage-percentage-metric"},
+		{&f.loraMetric, "lora-info-metric"},
+		{&f.cacheInfoMetric, "cache-info-metric"},
+	} {
+		fs.StringVar(m.p, m.name, "", "deprecated and ignored: configure metrics with core-metrics-extractor engineConfigs")
+	}
+}
+
+// serverConfig checks the flags and maps them to a server.Config.
+func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.Config, error) {
+	var errs []string
+	set := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { set[fl.Name] = true })
+	for _, p := range []struct {
+		name string
+		v    int
+	}{{"grpc-port", f.grpcPort}, {"grpc-health-port", f.healthPort}} {
+		if p.v < 0 || p.v > 65535 {
+			errs = append(errs, fmt.Sprintf("--%s: must be 0..65535, got %d", p.name, p.v))
+		}
+	}
+	if f.metricsPort < 0 || f.metricsPort > 65535 {
+		errs = append(errs, fmt.Sprintf("--metrics-port: must be 0..65535, got %d", f.metricsPort))
+	}
+	if f.configFile != "" && f.configText != "" {
+		errs = append(errs, "--config-file and --config-text are mutually exclusive")
+	}
+	if f.endpointsFile == "" {
+		switch {
+		case f.endpointSelector != "" || f.poolName != "":
+			errs = append(errs, "Kubernetes mode (--pool-name, --endpoint-selector) is not available in this build yet; use --endpoints-file (standalone mode)")
+		default:
+			errs = append(errs, "no endpoint source: give --endpoints-file FILE (standalone mode)")
+		}
+	} else if f.endpointSelector != "" {
+		errs = append(errs, "--endpoints-file and --endpoint-selector are mutually exclusive")
+	}
+	if f.leaderElection {
+		errs = append(errs, "--ha-enable-leader-election needs Kubernetes mode, which is not available in this build yet")
+	}
+	if f.refreshMetrics <= 0 || f.refreshProm <= 0 || f.staleness <= 0 {
+		errs = append(errs, "--refresh-metrics-interval, --refresh-prometheus-metrics-interval and --metrics-staleness-threshold must be positive")
+	}
+	if f.maxBody <= 0 {
+		errs = append(errs, fmt.Sprintf("--max-request-body-bytes: must be positive, got %d", f.maxBody))
+	}
+	if f.msMetricsScheme != "" && f.msMetricsScheme != "http" && f.msMetricsScheme != "https" {
+		errs = append(errs, fmt.Sprintf("--model-server-metrics-scheme: must be http or https, got %q", f.msMetricsScheme))
+	}
+	if f.msMetricsPort < 0 || f.msMetricsPort > 65535 {
+		errs = append(errs, fmt.Sprintf("--model-server-metrics-port: must be 0..65535, got %d", f.msMetricsPort))
+	}
+	if len(errs) > 0 {
+		return server.Config{}, errors.New(strings.Join(errs, "\n"))
+	}
+	for _, name := range []string{"total-queued-requests-metric", "total-running-requests-metric", "kv-cache-usage-percentage-metric", "lora-info-metric", "cache-info-metric"} {
+		if set[name] {
+			// GIE v1.5 exits on these; its v1.5 chart still sets them for
+			// non-vLLM engines, so Switchyard starts and says what to do.
+			logger.Info("Deprecated flag ignored: configure metric names with core-metrics-extractor engineConfigs", "flag", "--"+name)
+		}
+	}
+	if f.tracing && set["tracing"] {
+		logger.V(1).Info("--tracing: Switchyard exports no OpenTelemetry traces")
+	}
+	if f.msMetricsPort != 0 {
+		logger.Info("--model-server-metrics-port is deprecated; endpoints-file entries set metricsPort per endpoint", "port", f.msMetricsPort)
+	}
+	pool := f.poolName
+	if pool == "" {
+		pool = "switchyard"
+	}
+	cfg := server.Config{
+		GRPCAddr:                         net.JoinHostPort("", strconv.Itoa(f.grpcPort)),
+		HealthAddr:                       net.JoinHostPort("", strconv.Itoa(f.healthPort)),
+		SecureServing:                    f.secure,
+		CertPath:                         f.certPath,
+		EnableCertReload:                 f.certReload,
+		HealthChecking:                   f.healthChecking,
+		EnablePprof:                      f.pprof,
+		ConfigFile:                       f.configFile,
+		ConfigText:                       f.configText,
+		EndpointsFile:                    f.endpointsFile,
+		PoolName:                         pool,
+		PoolNamespace:                    f.poolNamespace,
+		RefreshMetricsInterval:           f.refreshMetrics,
+		RefreshPrometheusMetricsInterval: f.refreshProm,
+		MetricsStalenessThreshold:        f.staleness,
+		DisableSubsetFilter:              f.disableSubset,
+		MaxRequestBodyBytes:              f.maxBody,
+		ShutdownGrace:                    f.shutdownGrace,
+		Seed:                             f.seed,
+		Logger:                           logger,
+	}
+	if f.metricsPort > 0 {
+		cfg.MetricsAddr = net.JoinHostPort("", strconv.Itoa(f.metricsPort))
+	}
+	if set["model-server-metrics-scheme"] || set["model-server-metrics-path"] || set["model-server-metrics-https-insecure-skip-verify"] {
+		scheme, path, insecure := f.msMetricsScheme, f.msMetricsPath, f.msInsecure
+		cfg.MetricsSourceOverride = func(p *metricssource.Params) {
+			if scheme != "" {
+				p.Scheme = scheme
+			}
+			if path != "" {
+				p.Path = path
+			}
+			p.InsecureSkipVerify = insecure
+		}
+	}
+	return cfg, nil
+}
+
+func runServe(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("epp serve", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var f serveFlags
+	f.register(fs)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: epp [serve] [flags]\n\nServe the endpoint picker. Flags (GIE's names and defaults):\n")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(stderr, "epp serve: unexpected arguments %q\n", fs.Args())
+		return 2
+	}
+	logger, err := f.log.logger(stderr)
+	if err != nil {
+		fmt.Fprintf(stderr, "epp serve: %v\n", err)
+		return 2
+	}
+	cfg, err := f.serverConfig(fs, logger)
+	if err != nil {
+		fmt.Fprintf(stderr, "epp serve: %v\n", err)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	srv, err := server.New(cfg)
+	if err != nil {
+		logger.Error(err, "Cannot start")
+		return 1
+	}
+	if err := srv.Run(ctx); err != nil {
+		logger.Error(err, "Stopped with an error")
+		return 1
+	}
+	logger.Info("Stopped")
+	return 0
+}

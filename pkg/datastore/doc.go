@@ -1,0 +1,80 @@
+// Package datastore holds the endpoint picker's view of the pool: the
+// model-server endpoints, their latest scraped metrics, their live request
+// statistics, and the readiness of the endpoint set. Endpoint sources (the
+// endpoints file in package endpointsfile, the Kubernetes pod watch) write
+// to a Store; the metrics scraper (package scrape) reports scrape results
+// to it; the ext_proc request path reads immutable Snapshots.
+//
+// Who may import it: cmd/epp, the server and ext_proc handler, endpoint
+// sources and the scraper. It imports pkg/scheduling and no plugin other
+// than coremetrics (for the reserved engine name).
+//
+// # Snapshots
+//
+// Every change is published as a new *Snapshot behind an atomic pointer:
+// Store.Snapshot is one atomic load, with no lock and no allocation, and a
+// snapshot never changes once published. Snapshot.All lists every endpoint
+// by name; Ready lists the endpoints with fresh metrics; ByHostPort, ByIP
+// and Lookup find endpoints by address or key. Endpoints are
+// *scheduling.Endpoint values carrying three attributes: StatsKey (the
+// endpoint's *EndpointStats, the same pointer for the endpoint's whole
+// life), WeightKey (EndpointSpec.Weight) and EngineKey (the engine whose
+// metric names the scraper reads).
+//
+// Endpoint-set changes (Replace, Upsert, Delete, SetSynced) publish at
+// once. Scrape results are coalesced: ReportScrape only records them, and
+// Store.RunPublisher (run by the scraper) publishes at most once per short
+// gap — a fifth of the scrape interval by default — so a round of 1000
+// scrapes costs a few O(N) rebuilds, not 1000. Only endpoints whose
+// metrics changed get a new *scheduling.Endpoint; lookup maps are rebuilt
+// only when the endpoint set changes.
+//
+// # Freshness
+//
+// An endpoint's metrics are fresh when its last scrape succeeded and
+// finished at most StalenessThreshold ago (--metrics-staleness-threshold,
+// default 2s). A failed scrape (connection refused, timeout, HTTP status,
+// oversized or unparsable body, no known metric present) makes the
+// endpoint stale immediately — at the next publish, within one scrape
+// interval — rather than after the threshold, so an endpoint that dies
+// stops getting requests at once. An endpoint whose scrapes hang is caught
+// by the publisher's periodic sweep (every StalenessThreshold/10) once its
+// last success is older than the threshold. A newly added endpoint is
+// stale until its first successful scrape. Freshness is judged when a
+// snapshot is published: Snapshot.Stale and Ready answer as of
+// PublishedAt.
+//
+// Unlike GIE v1.5, whose scorers use the last scraped values whatever
+// their age, Ready excludes stale endpoints. Fail-open keeps this safe: if
+// the pool has endpoints but none is fresh (the metrics port is blocked,
+// every server is overloaded, the scraper just started), Ready returns
+// every endpoint and Snapshot.FailOpen reports it so the caller can count
+// it. When no scraper runs (the data layer is disabled),
+// SetScrapingEnabled(false) — the default — makes every endpoint ready and
+// none stale.
+//
+// # Identity and statistics
+//
+// Store keys endpoints by EndpointSpec.Name, which is unique in the pool;
+// Delete, Stats, ScrapeStatus and Snapshot.Lookup accept the name or the
+// key Endpoint.Key() gives ("namespace/name"). An endpoint's identity is
+// its namespace, name, address and port: while it is unchanged, Replace and
+// Upsert keep the endpoint's metrics, scrape status and EndpointStats
+// (label, weight, engine or metrics-port changes are updates). When the
+// identity changes, or the endpoint leaves, the OnRemoved callbacks get its
+// key so that per-endpoint state elsewhere (prefix index, in-flight
+// counters) can be dropped.
+//
+// EndpointStats counts requests in flight (and their tokens), requests
+// served and failed, and keeps exponentially weighted moving averages
+// (alpha EWMAAlpha = 0.2) of time to first token and end-to-end latency.
+// All updates are atomic; the averages use compare-and-swap loops.
+//
+// # Endpoint sources
+//
+// Replace sets the whole set (the endpoints file, a Kubernetes resync);
+// Upsert and Delete change one endpoint (Kubernetes pod events). All
+// validate their input and report every problem with its field path
+// (ValidateSpecs). SetSynced(true) marks the pool as loaded, for readiness.
+// The endpoints file format is described in package endpointsfile.
+package datastore

@@ -1,0 +1,54 @@
+// Package scrape polls the Prometheus /metrics endpoint of every model
+// server in a datastore.Store and reports what it reads: waiting and
+// running requests, KV-cache usage, LoRA adapters and KV-cache geometry,
+// mapped per engine by the core-metrics-extractor (vLLM, SGLang,
+// trtllm-serve, Triton TensorRT-LLM or configured engines).
+//
+// Who may import it: cmd/epp and the server, which build a Scraper from the
+// loaded configuration's metrics-data-source and core-metrics-extractor
+// and run it next to the endpoint sources.
+//
+// # Scraping
+//
+// Scraper.Run keeps one goroutine per endpoint, as GIE does: it scrapes a
+// new endpoint at once, then every Interval (--refresh-metrics-interval,
+// default 50 ms) at a random phase so that scrapes spread out. A semaphore
+// bounds simultaneous scrapes (MaxConcurrency). Each scrape has a Timeout
+// (default 1 s) covering the whole body; bodies are streamed, bounded by
+// MaxBodyBytes (default 16 MiB) and never buffered whole. The URL is
+// scheme://address:metricsPort/path, with the scheme and path of the
+// metrics-data-source unless the endpoint sets its own metrics port or
+// path. The engine mapping is the endpoint's EndpointSpec.Engine when the
+// extractor knows it, else the extractor's choice from the endpoint's
+// labels (engine label, then the default engine).
+//
+// Run also runs the store's publisher (Store.RunPublisher) with a gap of a
+// fifth of the interval, so every result reaches the request path within
+// one interval, and a whole round of scrapes is published a few times, not
+// once per endpoint.
+//
+// # Failures
+//
+// A failed scrape — timeout, connection refused or broken, a status other
+// than 200, an oversized or malformed body, or no metric of the mapping
+// present — is reported to the store, which marks the endpoint stale at
+// the next publish. Each failure increments
+// switchyard_scrape_errors_total{reason}; logs are written only on
+// transitions: the first failure (error), a change of reason (V(1)) and
+// the recovery (info). A scrape that reads some metrics but not others (a
+// vLLM server without LoRA has no vllm:lora_requests_info) succeeds; the
+// missing metrics are zero, logged at V(1) when the set of problems
+// changes, and shown in the endpoint's ScrapeStatus.Warning.
+//
+// # Metrics
+//
+//	switchyard_scrape_errors_total{reason}   counter; reason is one of timeout,
+//	                                         connect, http_status, body_too_large,
+//	                                         parse, missing_metrics
+//	switchyard_scrape_duration_seconds       histogram of every scrape
+//	switchyard_endpoints_stale               gauge, endpoints without fresh metrics
+//	switchyard_scrape_targets                gauge, endpoints being scraped
+//
+// ParseMetrics is the pure mapping of one body to scheduling.Metrics; see
+// its documentation for GIE's selection rules.
+package scrape

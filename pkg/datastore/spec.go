@@ -1,0 +1,406 @@
+package datastore
+
+import (
+	"fmt"
+	"maps"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/switchyard-ai/switchyard/pkg/plugins/datalayer/coremetrics"
+)
+
+// MaxWeight is the largest accepted EndpointSpec.Weight.
+const MaxWeight = 1_000_000
+
+// EndpointSpec describes one model-server endpoint as an endpoint source
+// (the endpoints file, or the Kubernetes pod watch) knows it.
+type EndpointSpec struct {
+	// Name is unique in the pool, e.g. "sim-0" or "<pod>-rank-0": 1 to
+	// 253 letters, digits, '-', '_' or '.', starting and ending with a
+	// letter or digit.
+	Name string
+	// Namespace of the pod; empty in standalone mode. A DNS-1123 label
+	// when set. Endpoint.Key() is "namespace/name" when it is set.
+	Namespace string
+	// PodName is the pod (or process) serving the endpoint; optional, same
+	// rules as Name.
+	PodName string
+	// Address is the IP address or host name the gateway connects to,
+	// without brackets. IP addresses are stored in canonical form (e.g.
+	// "::1"), host names in lower case.
+	Address string
+	// Port is the serving port, 1..65535.
+	Port int
+	// Labels are the pod's labels: valid Kubernetes label keys and values.
+	// The store keeps its own copy.
+	Labels map[string]string
+	// Weight is the endpoint's relative capacity, 1..MaxWeight; 0 means 1.
+	// It is published as the WeightKey attribute.
+	Weight int
+	// MetricsPort is the port of the metrics endpoint; 0 means Port.
+	MetricsPort int
+	// MetricsPath is the URL path of the metrics endpoint; "" means the
+	// metrics data source's path (default /metrics).
+	MetricsPath string
+	// Engine names the core-metrics-extractor engine mapping used to read
+	// the endpoint's metrics (vllm, sglang, trtllm-serve,
+	// triton-tensorrt-llm or a configured engine); "" means the engine is
+	// chosen from Labels by the extractor's engine label.
+	Engine string
+}
+
+// HostPort returns the address the gateway routes to, formatted by
+// net.JoinHostPort (IPv6 addresses in brackets).
+func (s EndpointSpec) HostPort() string {
+	return net.JoinHostPort(s.Address, strconv.Itoa(s.Port))
+}
+
+// MetricsHostPort returns the host:port the endpoint's metrics are scraped
+// from.
+func (s EndpointSpec) MetricsHostPort() string {
+	p := s.MetricsPort
+	if p == 0 {
+		p = s.Port
+	}
+	return net.JoinHostPort(s.Address, strconv.Itoa(p))
+}
+
+// Key returns the key Endpoint.Key() gives the endpoint: "namespace/name",
+// or the name when the namespace is empty.
+func (s EndpointSpec) Key() string {
+	if s.Namespace == "" {
+		return s.Name
+	}
+	return s.Namespace + "/" + s.Name
+}
+
+// FieldError is one invalid field, with its path, e.g.
+// `endpoints[2].port`.
+type FieldError struct {
+	// Path names the field; empty for problems of a whole document.
+	Path string
+	// Msg says what is wrong.
+	Msg string
+}
+
+func (e FieldError) Error() string {
+	if e.Path == "" {
+		return e.Msg
+	}
+	return e.Path + ": " + e.Msg
+}
+
+// ValidationError lists every problem found in a set of endpoint specs.
+type ValidationError struct {
+	Errors []FieldError
+}
+
+func (e *ValidationError) Error() string {
+	if len(e.Errors) == 1 {
+		return "invalid endpoints: " + e.Errors[0].Error()
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "invalid endpoints: %d errors:", len(e.Errors))
+	for _, fe := range e.Errors {
+		b.WriteString("\n  ")
+		b.WriteString(fe.Error())
+	}
+	return b.String()
+}
+
+// ErrorList collects field errors; its zero value is ready to use. Endpoint
+// sources use it to report decoding problems together with validation
+// problems.
+type ErrorList struct{ errs []FieldError }
+
+// Add records a problem at path.
+func (l *ErrorList) Add(path, format string, args ...any) {
+	l.errs = append(l.errs, FieldError{Path: path, Msg: fmt.Sprintf(format, args...)})
+}
+
+// Len returns the number of problems recorded.
+func (l *ErrorList) Len() int { return len(l.errs) }
+
+// Err returns a *ValidationError with every problem, or nil.
+func (l *ErrorList) Err() error {
+	if len(l.errs) == 0 {
+		return nil
+	}
+	return &ValidationError{Errors: append([]FieldError(nil), l.errs...)}
+}
+
+func join(path, name string) string {
+	if path == "" {
+		return name
+	}
+	return path + "." + name
+}
+
+// Validate reports every invalid field of s, with paths relative to the
+// spec ("port", `labels["app"]`).
+func (s EndpointSpec) Validate() error {
+	var errs ErrorList
+	validateSpec(&errs, "", &s, nil)
+	return errs.Err()
+}
+
+// ValidateSpecs reports every invalid field of specs and every conflict
+// between them (a name or an address:port used twice), with paths such as
+// `endpoints[2].port`.
+func ValidateSpecs(specs []EndpointSpec) error {
+	var errs ErrorList
+	checkSpecs(&errs, "endpoints", specs)
+	return errs.Err()
+}
+
+// CheckSpecs is ValidateSpecs writing into errs with paths under path
+// (e.g. "endpoints"), so that a source can report decoding and validation
+// problems together.
+func CheckSpecs(errs *ErrorList, path string, specs []EndpointSpec) {
+	checkSpecs(errs, path, specs)
+}
+
+func checkSpecs(errs *ErrorList, path string, specs []EndpointSpec) {
+	names := make(map[string]int, len(specs))
+	hostPorts := make(map[string]int, len(specs))
+	// Label keys and values repeat across a pool's endpoints; each is
+	// checked once.
+	labelOK := newLabelCache()
+	for i := range specs {
+		p := path + "[" + strconv.Itoa(i) + "]"
+		s := &specs[i]
+		validateSpec(errs, p, s, labelOK)
+		if s.Name != "" {
+			if j, dup := names[s.Name]; dup {
+				errs.Add(join(p, "name"), "%q is also the name of %s[%d]; names must be unique", s.Name, path, j)
+			} else {
+				names[s.Name] = i
+			}
+		}
+		if addr, ok := canonicalAddress(s.Address); ok && validPort(s.Port) {
+			hp := net.JoinHostPort(addr, strconv.Itoa(s.Port))
+			if j, dup := hostPorts[hp]; dup {
+				errs.Add(join(p, "port"), "%s is also the address of %s[%d]; each endpoint needs its own address:port", hp, path, j)
+			} else {
+				hostPorts[hp] = i
+			}
+		}
+	}
+}
+
+func validPort(p int) bool { return p >= 1 && p <= 65535 }
+
+// validateSpec checks the fields of one spec. labelOK, if not nil, caches
+// label keys and values found valid.
+func validateSpec(errs *ErrorList, path string, s *EndpointSpec, labelOK *labelCache) {
+	if msg := checkName(s.Name); msg != "" {
+		errs.Add(join(path, "name"), "%s", msg)
+	}
+	if s.Namespace != "" {
+		if m := validation.IsDNS1123Label(s.Namespace); len(m) > 0 {
+			errs.Add(join(path, "namespace"), "invalid namespace %q: %s", s.Namespace, strings.Join(m, "; "))
+		}
+	}
+	if s.PodName != "" {
+		if msg := checkName(s.PodName); msg != "" {
+			errs.Add(join(path, "podName"), "%s", msg)
+		}
+	}
+	if msg := checkAddress(s.Address); msg != "" {
+		errs.Add(join(path, "address"), "%s", msg)
+	}
+	if !validPort(s.Port) {
+		errs.Add(join(path, "port"), "must be 1..65535, got %d", s.Port)
+	}
+	if s.MetricsPort != 0 && !validPort(s.MetricsPort) {
+		errs.Add(join(path, "metricsPort"), "must be 1..65535 (or 0 for the serving port), got %d", s.MetricsPort)
+	}
+	if msg := checkMetricsPath(s.MetricsPath); msg != "" {
+		errs.Add(join(path, "metricsPath"), "%s", msg)
+	}
+	if s.Weight < 0 || s.Weight > MaxWeight {
+		errs.Add(join(path, "weight"), "must be 1..%d (0 means 1), got %d", MaxWeight, s.Weight)
+	}
+	if s.Engine != "" {
+		switch m := validation.IsValidLabelValue(s.Engine); {
+		case len(m) > 0:
+			errs.Add(join(path, "engine"), "invalid engine name %q: %s", s.Engine, strings.Join(m, "; "))
+		case s.Engine == coremetrics.ReservedEngineName:
+			errs.Add(join(path, "engine"), "%q is reserved; name an engine (e.g. vllm) or leave it empty", s.Engine)
+		}
+	}
+	checkLabels(errs, path, s.Labels, labelOK)
+}
+
+// labelCache remembers label keys and values found valid.
+type labelCache struct{ keys, values map[string]bool }
+
+func newLabelCache() *labelCache {
+	return &labelCache{keys: map[string]bool{}, values: map[string]bool{}}
+}
+
+func (c *labelCache) key(k string) bool {
+	if c != nil && c.keys[k] {
+		return true
+	}
+	ok := len(validation.IsQualifiedName(k)) == 0
+	if ok && c != nil {
+		c.keys[k] = true
+	}
+	return ok
+}
+
+func (c *labelCache) value(v string) bool {
+	if c != nil && c.values[v] {
+		return true
+	}
+	ok := len(validation.IsValidLabelValue(v)) == 0
+	if ok && c != nil {
+		c.values[v] = true
+	}
+	return ok
+}
+
+// checkLabels reports invalid label keys and values, in key order.
+func checkLabels(errs *ErrorList, path string, labels map[string]string, cache *labelCache) {
+	bad := false
+	for k, v := range labels {
+		if !cache.key(k) || !cache.value(v) {
+			bad = true
+			break
+		}
+	}
+	if !bad {
+		return
+	}
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		v := labels[k]
+		lp := fmt.Sprintf("%s[%q]", join(path, "labels"), k)
+		if m := validation.IsQualifiedName(k); len(m) > 0 {
+			errs.Add(lp, "invalid label key: %s", strings.Join(m, "; "))
+		}
+		if m := validation.IsValidLabelValue(v); len(m) > 0 {
+			errs.Add(lp, "invalid label value %q: %s", v, strings.Join(m, "; "))
+		}
+	}
+}
+
+func isAlnum(c byte) bool {
+	return c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+}
+
+// checkName checks an endpoint or pod name.
+func checkName(s string) string {
+	switch {
+	case s == "":
+		return "must not be empty"
+	case len(s) > 253:
+		return fmt.Sprintf("must be at most 253 characters, got %d", len(s))
+	case !isAlnum(s[0]) || !isAlnum(s[len(s)-1]):
+		return fmt.Sprintf("invalid name %q: must start and end with a letter or digit", s)
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !isAlnum(c) && c != '-' && c != '_' && c != '.' {
+			return fmt.Sprintf("invalid name %q: only letters, digits, '-', '_' and '.' are allowed", s)
+		}
+	}
+	return ""
+}
+
+// checkAddress checks an IP address or host name.
+func checkAddress(a string) string {
+	if a == "" {
+		return "must not be empty"
+	}
+	if _, ok := canonicalAddress(a); ok {
+		return ""
+	}
+	switch {
+	case strings.HasPrefix(a, "["):
+		return fmt.Sprintf("invalid address %q: write IPv6 addresses without brackets", a)
+	case strings.Contains(a, ":"):
+		return fmt.Sprintf("invalid address %q: not an IP address (the port goes in port, not in address)", a)
+	case numericDotted(a):
+		return fmt.Sprintf("invalid address %q: not a valid IPv4 address", a)
+	}
+	return fmt.Sprintf("invalid address %q: must be an IP address or a DNS host name (letters, digits, '-' and '.')", a)
+}
+
+// numericDotted reports whether a consists of digits and dots only (a
+// malformed IPv4 address rather than a host name).
+func numericDotted(a string) bool {
+	for i := 0; i < len(a); i++ {
+		if c := a[i]; c != '.' && (c < '0' || c > '9') {
+			return false
+		}
+	}
+	return true
+}
+
+// canonicalAddress returns the canonical form of a valid address: an IP
+// address as netip formats it, a host name in lower case.
+func canonicalAddress(a string) (string, bool) {
+	if a == "" {
+		return "", false
+	}
+	if ip, err := netip.ParseAddr(a); err == nil {
+		// Keep the caller's string when it is canonical already (saves
+		// an allocation per endpoint on every resync).
+		var buf [64]byte
+		if c := ip.AppendTo(buf[:0]); string(c) == a {
+			return a, true
+		}
+		return ip.String(), true
+	}
+	if strings.ContainsAny(a, ":[]") || numericDotted(a) {
+		return "", false
+	}
+	lower := strings.ToLower(a)
+	if len(validation.IsDNS1123Subdomain(lower)) > 0 {
+		return "", false
+	}
+	return lower, true
+}
+
+// checkMetricsPath checks a metrics URL path ("" is allowed).
+func checkMetricsPath(p string) string {
+	switch {
+	case p == "":
+		return ""
+	case !strings.HasPrefix(p, "/"):
+		return fmt.Sprintf("must start with \"/\", got %q", p)
+	case strings.ContainsAny(p, "?#"):
+		return fmt.Sprintf("must be a path without query or fragment, got %q", p)
+	case strings.ContainsFunc(p, func(r rune) bool { return r <= ' ' || r == 0x7f }):
+		return fmt.Sprintf("must not contain spaces or control characters, got %q", p)
+	}
+	return ""
+}
+
+// normalize returns a copy of a valid spec with defaults applied, the
+// address in canonical form and its own copy of the labels.
+func normalize(s EndpointSpec) EndpointSpec {
+	if s.Weight == 0 {
+		s.Weight = 1
+	}
+	if a, ok := canonicalAddress(s.Address); ok {
+		s.Address = a
+	}
+	if s.Labels != nil {
+		s.Labels = maps.Clone(s.Labels)
+	}
+	return s
+}
+
+// sameSpec reports whether two normalized specs are equal.
+func sameSpec(a, b *EndpointSpec) bool {
+	return a.Name == b.Name && a.Namespace == b.Namespace && a.PodName == b.PodName &&
+		a.Address == b.Address && a.Port == b.Port && a.Weight == b.Weight &&
+		a.MetricsPort == b.MetricsPort && a.MetricsPath == b.MetricsPath &&
+		a.Engine == b.Engine && maps.Equal(a.Labels, b.Labels)
+}

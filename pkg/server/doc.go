@@ -1,0 +1,24 @@
+// Package server assembles the Switchyard endpoint picker: the ext_proc
+// gRPC server (package extproc) on --grpc-port, the gRPC health server on
+// --grpc-health-port, Prometheus metrics (and pprof) on --metrics-port, the
+// endpoint datastore with its source and metrics scraper, and the
+// EndpointPickerConfig with hot reload.
+//
+// Background loops, each owned by Server.Run and stopped when its context
+// ends: the endpoints-file watcher, the metrics scraper, the pool-metrics
+// refresher, the configuration-file watcher and the certificate reloader.
+// The request path reads two atomically published values: the endpoint
+// snapshot and the runtime (scheduler and parser format) of the current
+// configuration.
+//
+// Hot reload: when the configuration file changes, a valid new
+// configuration takes over from the next request; instances with the same
+// name, type and parameters are kept with their state (config.Options.
+// Previous), endpoint state lives in the datastore and is untouched. An
+// invalid file is refused with a log line and
+// switchyard_config_reloads_total{result="failure"}; the last good
+// configuration stays.
+//
+// Subpackages: tlsutil (self-signed and reloaded certificates), health
+// (the gRPC health service). Imported by cmd/epp.
+package server

@@ -1,0 +1,564 @@
+package server
+
+import (
+	"context"
+	"crypto/sha256"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	grpchealth "google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	configfiles "github.com/switchyard-ai/switchyard/config"
+	"github.com/switchyard-ai/switchyard/pkg/config"
+	"github.com/switchyard-ai/switchyard/pkg/datastore"
+	"github.com/switchyard-ai/switchyard/pkg/datastore/endpointsfile"
+	"github.com/switchyard-ai/switchyard/pkg/datastore/scrape"
+	"github.com/switchyard-ai/switchyard/pkg/extproc"
+	"github.com/switchyard-ai/switchyard/pkg/metrics"
+	"github.com/switchyard-ai/switchyard/pkg/plugins"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/datalayer/coremetrics"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/datalayer/metricssource"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+	"github.com/switchyard-ai/switchyard/pkg/server/health"
+	"github.com/switchyard-ai/switchyard/pkg/server/tlsutil"
+)
+
+// Config is what the flags of `epp serve` set. Zero durations and sizes
+// take GIE's defaults (see Defaults).
+type Config struct {
+	// GRPCAddr is the ext_proc listen address (--grpc-port 9002).
+	GRPCAddr string
+	// HealthAddr is the gRPC health listen address (--grpc-health-port 9003).
+	HealthAddr string
+	// MetricsAddr is the Prometheus (and pprof) listen address
+	// (--metrics-port 9090); "" disables it.
+	MetricsAddr string
+	// SecureServing serves ext_proc over TLS (--secure-serving).
+	SecureServing bool
+	// CertPath is a directory with tls.crt and tls.key (--cert-path); empty
+	// means a self-signed certificate generated at start.
+	CertPath string
+	// EnableCertReload reloads CertPath's files when they change.
+	EnableCertReload bool
+	// HealthChecking also serves gRPC health on the ext_proc port.
+	HealthChecking bool
+	// EnablePprof serves /debug/pprof/ on the metrics port.
+	EnablePprof bool
+	// ConfigFile is watched and hot-reloaded; ConfigText is static; with
+	// neither the embedded default configuration is used.
+	ConfigFile string
+	ConfigText string
+	// EndpointsFile is the standalone endpoint source (watched).
+	EndpointsFile string
+	// PoolName and PoolNamespace name the pool in metrics.
+	PoolName      string
+	PoolNamespace string
+	// RefreshMetricsInterval is the scrape period (50ms).
+	RefreshMetricsInterval time.Duration
+	// RefreshPrometheusMetricsInterval is the pool-gauge period (5s).
+	RefreshPrometheusMetricsInterval time.Duration
+	// MetricsStalenessThreshold makes an endpoint stale (2s).
+	MetricsStalenessThreshold time.Duration
+	// ScrapeTimeout bounds one scrape (1s).
+	ScrapeTimeout time.Duration
+	// DisableSubsetFilter ignores the subset hint.
+	DisableSubsetFilter bool
+	// MaxRequestBodyBytes bounds request bodies (64 MiB).
+	MaxRequestBodyBytes int64
+	// ShutdownGrace bounds the drain of open streams at shutdown (30s).
+	ShutdownGrace time.Duration
+	// MetricsSourceOverride, when set, replaces the metrics-data-source
+	// settings (the deprecated --model-server-metrics-* flags).
+	MetricsSourceOverride func(*metricssource.Params)
+	// Seed makes plugin randomness reproducible (0: random).
+	Seed uint64
+	// Logger is the root logger.
+	Logger logr.Logger
+	// Registry receives every metric; nil means a new one with the Go and
+	// process collectors.
+	Registry *prometheus.Registry
+}
+
+// Defaults returns GIE's defaults.
+func Defaults() Config {
+	return Config{
+		GRPCAddr:                         ":9002",
+		HealthAddr:                       ":9003",
+		MetricsAddr:                      ":9090",
+		SecureServing:                    true,
+		EnablePprof:                      true,
+		PoolName:                         "switchyard",
+		RefreshMetricsInterval:           50 * time.Millisecond,
+		RefreshPrometheusMetricsInterval: 5 * time.Second,
+		MetricsStalenessThreshold:        2 * time.Second,
+		ScrapeTimeout:                    time.Second,
+		MaxRequestBodyBytes:              extproc.DefaultMaxRequestBodyBytes,
+		ShutdownGrace:                    30 * time.Second,
+	}
+}
+
+// generation is one loaded configuration.
+type generation struct {
+	loaded  *config.Loaded
+	runtime *extproc.Runtime
+	scrape  scrape.Config
+}
+
+// Server is a running endpoint picker.
+type Server struct {
+	cfg      Config
+	log      logr.Logger
+	reg      *prometheus.Registry
+	metrics  *metrics.Metrics
+	store    *datastore.Store
+	scraper  *scrape.Scraper
+	source   *endpointsfile.Source
+	ext      *extproc.Server
+	gen      atomic.Pointer[generation]
+	reloadMu sync.Mutex // serializes reloads
+
+	grpcLis, healthLis, metricsLis net.Listener
+	grpcSrv, healthSrv             *grpc.Server
+	metricsSrv                     *http.Server
+	checker                        *health.Checker
+	certs                          *tlsutil.Reloader
+	draining                       atomic.Bool
+	cfgSum                         atomic.Value // [32]byte: sha256 of the configuration file last read
+}
+
+// New loads the configuration and the endpoints and binds the listeners,
+// so that errors surface before anything serves. Run serves.
+func New(cfg Config) (*Server, error) {
+	d := Defaults()
+	if cfg.RefreshMetricsInterval <= 0 {
+		cfg.RefreshMetricsInterval = d.RefreshMetricsInterval
+	}
+	if cfg.RefreshPrometheusMetricsInterval <= 0 {
+		cfg.RefreshPrometheusMetricsInterval = d.RefreshPrometheusMetricsInterval
+	}
+	if cfg.MetricsStalenessThreshold <= 0 {
+		cfg.MetricsStalenessThreshold = d.MetricsStalenessThreshold
+	}
+	if cfg.ScrapeTimeout <= 0 {
+		cfg.ScrapeTimeout = d.ScrapeTimeout
+	}
+	if cfg.MaxRequestBodyBytes <= 0 {
+		cfg.MaxRequestBodyBytes = d.MaxRequestBodyBytes
+	}
+	if cfg.ShutdownGrace <= 0 {
+		cfg.ShutdownGrace = d.ShutdownGrace
+	}
+	if cfg.PoolName == "" {
+		cfg.PoolName = d.PoolName
+	}
+	if cfg.ConfigFile != "" && cfg.ConfigText != "" {
+		return nil, errors.New("--config-file and --config-text are mutually exclusive")
+	}
+	if cfg.EndpointsFile == "" {
+		return nil, errors.New("no endpoint source: give --endpoints-file (standalone mode); Kubernetes mode (--pool-name) is not available in this build yet")
+	}
+	s := &Server{cfg: cfg, log: cfg.Logger, reg: cfg.Registry}
+	if s.log.GetSink() == nil {
+		s.log = logr.Discard()
+	}
+	if s.reg == nil {
+		s.reg = prometheus.NewRegistry()
+		s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	var err error
+	if s.metrics, err = metrics.New(s.reg, cfg.PoolName); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
+	s.metrics.SetInfo(buildInfo())
+
+	gen, err := s.load(nil)
+	if err != nil {
+		return nil, err
+	}
+	s.gen.Store(gen)
+
+	s.store = datastore.New(datastore.Options{StalenessThreshold: cfg.MetricsStalenessThreshold, Logger: s.log.WithName("datastore")})
+	s.store.OnRemoved(s.forget)
+	s.source = endpointsfile.NewSource(cfg.EndpointsFile, s.store, s.log.WithName("endpoints-file"), s.reg)
+	if err := s.source.Load(); err != nil {
+		return nil, fmt.Errorf("endpoints file: %w", err)
+	}
+	s.scraper, err = scrape.NewScraper(s.store, gen.scrape, scrape.Options{
+		Interval:   cfg.RefreshMetricsInterval,
+		Timeout:    cfg.ScrapeTimeout,
+		Logger:     s.log.WithName("scraper"),
+		Registerer: s.reg,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("scraper: %w", err)
+	}
+	s.ext, err = extproc.New(extproc.Options{
+		Runtime:             func() *extproc.Runtime { return s.gen.Load().runtime },
+		Endpoints:           func() extproc.EndpointView { return s.store.Snapshot() },
+		Stats:               endpointStats,
+		Metrics:             s.metrics,
+		Logger:              s.log.WithName("extproc"),
+		MaxRequestBodyBytes: cfg.MaxRequestBodyBytes,
+		DisableSubsetFilter: cfg.DisableSubsetFilter,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := s.listen(); err != nil {
+		s.closeListeners()
+		return nil, err
+	}
+	return s, nil
+}
+
+// endpointStats returns the datastore's accounting of an endpoint.
+func endpointStats(e *scheduling.Endpoint) extproc.Stats {
+	if st, ok := datastore.StatsKey.Get(e); ok && st != nil {
+		return st
+	}
+	return nil
+}
+
+// load builds a configuration from the configured source. prev is the
+// generation a reload replaces.
+func (s *Server) load(prev *generation) (*generation, error) {
+	opts := config.Options{
+		Registry:   plugins.InTree(),
+		Context:    context.Background(),
+		Logger:     s.log.WithName("plugins"),
+		Registerer: s.reg,
+		Seed:       s.cfg.Seed,
+	}
+	if prev != nil {
+		opts.Previous = prev.loaded
+	}
+	var (
+		loaded *config.Loaded
+		err    error
+		what   = "embedded default configuration"
+	)
+	switch {
+	case s.cfg.ConfigFile != "":
+		what = s.cfg.ConfigFile
+		var data []byte
+		if data, err = os.ReadFile(s.cfg.ConfigFile); err == nil {
+			// The watcher compares against what was loaded, so an edit
+			// made before it starts is not missed.
+			s.cfgSum.Store(sha256.Sum256(data))
+			loaded, err = config.Load(data, opts)
+		}
+	case s.cfg.ConfigText != "":
+		what = "--config-text"
+		loaded, err = config.Load([]byte(s.cfg.ConfigText), opts)
+	default:
+		loaded, err = config.Load(configfiles.Default, opts)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", what, err)
+	}
+	for _, w := range loaded.Warnings {
+		s.log.Info("Configuration warning", "config", what, "warning", w)
+	}
+	gen := &generation{loaded: loaded, runtime: &extproc.Runtime{Scheduler: loaded.Scheduler, Format: "openai"}}
+	if loaded.Parser != nil {
+		gen.runtime.Format = loaded.Parser.Format()
+	}
+	gen.scrape = scrapeConfig(loaded)
+	if s.cfg.MetricsSourceOverride != nil && gen.scrape.Extractor != nil {
+		s.cfg.MetricsSourceOverride(&gen.scrape.Source)
+	}
+	return gen, nil
+}
+
+// scrapeConfig picks the metrics source and extractor of the data layer;
+// none means no scraping (the data layer is disabled).
+func scrapeConfig(l *config.Loaded) scrape.Config {
+	out := scrape.Config{Source: metricssource.DefaultParams()}
+	for _, b := range l.DataSources {
+		src, ok := b.Source.(*metricssource.Source)
+		if !ok {
+			continue
+		}
+		for _, x := range b.Extractors {
+			if cm, ok := x.(*coremetrics.Extractor); ok {
+				out.Source = src.Settings()
+				out.Extractor = cm
+				return out
+			}
+		}
+	}
+	return out
+}
+
+// forget drops what plugins keep about endpoints that left the pool.
+func (s *Server) forget(keys []string) {
+	gone := make(map[string]bool, len(keys))
+	for _, k := range keys {
+		gone[k] = true
+	}
+	for _, p := range s.gen.Load().loaded.Plugins {
+		if pr, ok := p.(interface {
+			Prune(keep func(key string) bool) int
+		}); ok {
+			pr.Prune(func(k string) bool { return !gone[k] })
+		}
+		if f, ok := p.(interface{ Forget(key string) }); ok {
+			for _, k := range keys {
+				f.Forget(k)
+			}
+		}
+	}
+	s.log.V(1).Info("Endpoints left the pool", "endpoints", keys)
+}
+
+// Reload loads the configuration file again. A valid configuration takes
+// over from the next request; an invalid one is refused and the current
+// one stays.
+func (s *Server) Reload() error {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	prev := s.gen.Load()
+	gen, err := s.load(prev)
+	if err != nil {
+		s.metrics.ConfigReload(false)
+		s.log.Error(err, "Configuration reload refused; the last good configuration stays")
+		return err
+	}
+	s.gen.Store(gen)
+	s.scraper.SetConfig(gen.scrape)
+	s.metrics.ConfigReload(true)
+	s.log.Info("Configuration reloaded", "keptPlugins", gen.loaded.Kept)
+	return nil
+}
+
+func (s *Server) listen() error {
+	var err error
+	if s.grpcLis, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
+		return fmt.Errorf("ext_proc listener: %w", err)
+	}
+	if s.healthLis, err = net.Listen("tcp", s.cfg.HealthAddr); err != nil {
+		return fmt.Errorf("health listener: %w", err)
+	}
+	if s.cfg.MetricsAddr != "" {
+		if s.metricsLis, err = net.Listen("tcp", s.cfg.MetricsAddr); err != nil {
+			return fmt.Errorf("metrics listener: %w", err)
+		}
+	}
+	grpcOpts := []grpc.ServerOption{grpc.MaxRecvMsgSize(16 << 20)}
+	if s.cfg.SecureServing {
+		var getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+		if s.cfg.CertPath != "" {
+			s.certs, err = tlsutil.NewReloader(s.cfg.CertPath, s.log.WithName("tls"))
+			if err != nil {
+				return err
+			}
+			getCert = s.certs.GetCertificate
+		} else {
+			cert, err := tlsutil.SelfSigned(nil, 10*365*24*time.Hour)
+			if err != nil {
+				return fmt.Errorf("self-signed certificate: %w", err)
+			}
+			getCert = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil }
+		}
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(tlsutil.ServerConfig(getCert))))
+	}
+	s.grpcSrv = grpc.NewServer(grpcOpts...)
+	extprocv3.RegisterExternalProcessorServer(s.grpcSrv, s.ext)
+	if s.cfg.HealthChecking {
+		hs := grpchealth.NewServer()
+		hs.SetServingStatus("envoy.service.ext_proc.v3.ExternalProcessor", healthpb.HealthCheckResponse_SERVING)
+		healthpb.RegisterHealthServer(s.grpcSrv, hs)
+	}
+	s.checker = health.New(s.ready, false)
+	s.healthSrv = grpc.NewServer()
+	health.Register(s.healthSrv, s.checker)
+	if s.metricsLis != nil {
+		mux := http.NewServeMux()
+		mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg, ErrorHandling: promhttp.ContinueOnError}))
+		mux.HandleFunc("/debug/endpoints", s.serveEndpoints)
+		if s.cfg.EnablePprof {
+			mux.HandleFunc("/debug/pprof/", pprof.Index)
+			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+		}
+		s.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+	}
+	return nil
+}
+
+func (s *Server) closeListeners() {
+	for _, l := range []net.Listener{s.grpcLis, s.healthLis, s.metricsLis} {
+		if l != nil {
+			_ = l.Close()
+		}
+	}
+}
+
+// ready is the readiness of the health service: the endpoint source has
+// loaded, and the server is not draining.
+func (s *Server) ready() bool {
+	return !s.draining.Load() && s.store.Snapshot().Synced
+}
+
+// GRPCAddr is the ext_proc listener's address.
+func (s *Server) GRPCAddr() string { return s.grpcLis.Addr().String() }
+
+// HealthAddr is the health listener's address.
+func (s *Server) HealthAddr() string { return s.healthLis.Addr().String() }
+
+// MetricsAddr is the metrics listener's address ("" when disabled).
+func (s *Server) MetricsAddr() string {
+	if s.metricsLis == nil {
+		return ""
+	}
+	return s.metricsLis.Addr().String()
+}
+
+// Store is the endpoint datastore (read-only use: snapshots, stats).
+func (s *Server) Store() *datastore.Store { return s.store }
+
+// Registry is the Prometheus registry of every metric.
+func (s *Server) Registry() *prometheus.Registry { return s.reg }
+
+// Run serves until ctx ends, then drains: readiness turns NOT_SERVING,
+// open ext_proc streams get up to ShutdownGrace to finish, and every
+// background loop stops before Run returns.
+func (s *Server) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	errc := make(chan error, 4)
+	goLoop := func(f func(context.Context)) {
+		wg.Add(1)
+		go func() { defer wg.Done(); f(ctx) }()
+	}
+	goLoop(s.source.Run)
+	goLoop(s.scraper.Run)
+	goLoop(s.poolMetricsLoop)
+	if s.cfg.ConfigFile != "" {
+		goLoop(s.watchConfig)
+	}
+	if s.certs != nil && s.cfg.EnableCertReload {
+		goLoop(s.certs.Run)
+	}
+	serve := func(name string, f func() error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(); err != nil && !errors.Is(err, grpc.ErrServerStopped) && !errors.Is(err, http.ErrServerClosed) {
+				errc <- fmt.Errorf("%s server: %w", name, err)
+			}
+		}()
+	}
+	serve("ext_proc", func() error { return s.grpcSrv.Serve(s.grpcLis) })
+	serve("health", func() error { return s.healthSrv.Serve(s.healthLis) })
+	if s.metricsSrv != nil {
+		serve("metrics", func() error { return s.metricsSrv.Serve(s.metricsLis) })
+	}
+	s.log.Info("Switchyard serving", "extProc", s.GRPCAddr(), "secure", s.cfg.SecureServing, "health", s.HealthAddr(),
+		"metrics", s.MetricsAddr(), "endpointsFile", s.cfg.EndpointsFile, "configFile", s.cfg.ConfigFile)
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+	case runErr = <-errc:
+		s.log.Error(runErr, "A server failed; shutting down")
+	}
+	s.shutdown()
+	cancel()
+	wg.Wait()
+	return runErr
+}
+
+// shutdown drains open streams, then stops the servers.
+func (s *Server) shutdown() {
+	s.draining.Store(true)
+	s.log.Info("Shutting down: draining open streams", "grace", s.cfg.ShutdownGrace)
+	done := make(chan struct{})
+	go func() { s.grpcSrv.GracefulStop(); close(done) }()
+	select {
+	case <-done:
+	case <-time.After(s.cfg.ShutdownGrace):
+		s.log.Info("Drain timed out; closing the remaining streams")
+		s.grpcSrv.Stop()
+		<-done
+	}
+	s.healthSrv.Stop()
+	if s.metricsSrv != nil {
+		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = s.metricsSrv.Shutdown(sctx)
+		cancel()
+	}
+}
+
+// poolMetricsLoop refreshes the pool gauges.
+func (s *Server) poolMetricsLoop(ctx context.Context) {
+	t := time.NewTicker(s.cfg.RefreshPrometheusMetricsInterval)
+	defer t.Stop()
+	for {
+		s.updatePoolMetrics()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (s *Server) updatePoolMetrics() {
+	snap := s.store.Snapshot()
+	all := snap.All()
+	samples := make([]metrics.PoolSample, 0, len(all))
+	for _, e := range all {
+		m := e.Metrics()
+		samples = append(samples, metrics.PoolSample{
+			Name:    e.Name(),
+			Ready:   !snap.Stale(e),
+			Queue:   m.WaitingQueueSize,
+			Running: m.RunningRequestsSize,
+			KVUsage: m.KVCacheUsagePercent,
+		})
+	}
+	s.metrics.UpdatePool(samples)
+}
+
+// watchConfig reloads the configuration file when it changes. It watches
+// the directory, so editors' atomic renames and Kubernetes ConfigMap
+// symlink swaps are seen.
+func (s *Server) watchConfig(ctx context.Context) {
+	sum, _ := s.cfgSum.Load().([32]byte)
+	w, err := newFileWatcher(s.cfg.ConfigFile, sum, 100*time.Millisecond)
+	if err != nil {
+		s.log.Error(err, "Cannot watch the configuration file; hot reload is off", "file", s.cfg.ConfigFile)
+		return
+	}
+	defer w.Close()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-w.Changed():
+			s.log.V(1).Info("Configuration file changed", "file", filepath.Clean(s.cfg.ConfigFile))
+			_ = s.Reload()
+		}
+	}
+}
