@@ -1,0 +1,104 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+)
+
+// syncBuffer is a bytes.Buffer safe for a writer and a reader goroutine.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// The README's run command: epp demo starts simulators, the EPP and the
+// gateway, prints how to send a request, routes it, shows the table and
+// stops cleanly.
+func TestDemo(t *testing.T) {
+	var out, errOut syncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	f := demoFlags{endpoints: 2, listen: "127.0.0.1:0", timeScale: 0.01, interval: 100 * time.Millisecond, traffic: 50}
+	done := make(chan error, 1)
+	go func() { done <- demo(ctx, f, &out, &errOut) }()
+
+	gw := regexp.MustCompile(`gateway +(http://127\.0\.0\.1:\d+)`)
+	var url string
+	require.Eventually(t, func() bool {
+		m := gw.FindStringSubmatch(out.String())
+		if m != nil {
+			url = m[1]
+		}
+		return m != nil
+	}, 30*time.Second, 10*time.Millisecond, "no banner: %s %s", out.String(), errOut.String())
+	require.Contains(t, out.String(), "curl -s "+url+"/v1/completions")
+
+	// The printed request works.
+	client := &http.Client{}
+	defer client.CloseIdleConnections()
+	resp, err := client.Post(url+"/v1/completions", "application/json",
+		strings.NewReader(`{"model": "meta-llama/Llama-3.1-8B-Instruct", "prompt": "Write a haiku about routers", "max_tokens": 32}`))
+	require.NoError(t, err)
+	body, _ := io.ReadAll(resp.Body)
+	_ = resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
+	require.Regexp(t, `sim-\d`, resp.Header.Get("x-modelsim-id"))
+
+	// The table shows both endpoints, ready, with the built-in traffic's picks.
+	row := regexp.MustCompile(`(?m)^sim-(\d) +127\.0\.0\.1:\d+ +\d+ +\d+ +[\d.]+% +(\d+) +\d+ +\S+ +ready$`)
+	require.Eventually(t, func() bool {
+		picks := 0
+		sc := bufio.NewScanner(strings.NewReader(out.String()))
+		seen := map[string]bool{}
+		for sc.Scan() {
+			if m := row.FindStringSubmatch(sc.Text()); m != nil {
+				seen[m[1]] = true
+				var n int
+				_, _ = fmt.Sscan(m[2], &n)
+				picks = max(picks, n)
+			}
+		}
+		return len(seen) == 2 && picks > 0
+	}, 30*time.Second, 50*time.Millisecond, "no table: %s", out.String())
+
+	cancel()
+	select {
+	case err := <-done:
+		require.NoError(t, err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("demo did not stop")
+	}
+	require.Contains(t, out.String(), "Stopping...")
+}
+
+func TestDemoFlags(t *testing.T) {
+	var out, errOut bytes.Buffer
+	require.Equal(t, 2, runDemo([]string{"--endpoints", "0"}, &out, &errOut))
+	require.Contains(t, errOut.String(), "--endpoints: must be 1..64")
+	errOut.Reset()
+	require.Equal(t, 2, runDemo([]string{"--time-scale", "-1"}, &out, &errOut))
+	require.Contains(t, errOut.String(), "--time-scale must be positive")
+}
