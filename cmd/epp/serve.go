@@ -72,7 +72,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.staleness, "metrics-staleness-threshold", d.MetricsStalenessThreshold, "metrics older than this make an endpoint stale (no new requests)")
 	fs.BoolVar(&f.secure, "secure-serving", true, "serve ext_proc over TLS (self-signed certificate unless --cert-path)")
 	fs.StringVar(&f.certPath, "cert-path", "", "directory with tls.crt and tls.key for ext_proc TLS")
-	fs.BoolVar(&f.certReload, "enable-cert-reload", false, "reload --cert-path files when they change")
+	fs.BoolVar(&f.certReload, "enable-cert-reload", true, "reload --cert-path files when they change (GIE defaults to false; a rotated Secret should not need a restart)")
 	fs.BoolVar(&f.healthChecking, "health-checking", false, "also serve gRPC health on the ext_proc port")
 	fs.BoolVar(&f.leaderElection, "ha-enable-leader-election", false, "active-passive leader election (Kubernetes mode)")
 	fs.BoolVar(&f.tracing, "tracing", true, "accepted for GIE compatibility; Switchyard exports no OpenTelemetry traces")

@@ -19,9 +19,12 @@ import (
 )
 
 func immediate(status int, reason, errType, message string) *extprocv3.ProcessingResponse {
-	set := []*corev3.HeaderValueOption{hv("content-type", "application/json"), hv("x-switchyard-reason", reason)}
+	raw := func(k, v string) *corev3.HeaderValueOption {
+		return &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: k, RawValue: []byte(v)}}
+	}
+	set := []*corev3.HeaderValueOption{raw("content-type", "application/json"), raw("x-switchyard-reason", reason)}
 	if status == 429 || status == 503 {
-		set = append(set, hv("retry-after", "1"))
+		set = append(set, raw("retry-after", "1"))
 	}
 	return &extprocv3.ProcessingResponse{Response: &extprocv3.ProcessingResponse_ImmediateResponse{
 		ImmediateResponse: &extprocv3.ImmediateResponse{
@@ -263,7 +266,7 @@ func TestGolden(t *testing.T) {
 				t.Fatalf("responses (-want +got):\n%s", diff)
 			}
 			// Every scheduled request completed: nothing stays counted.
-			require.Eventually(t, func() bool { r, tok := h.counters.totalInFlight(); return r == 0 && tok == 0 }, 5*time.Second, 5*time.Millisecond)
+			require.Eventually(t, h.counters.allZero, 5*time.Second, 5*time.Millisecond)
 		})
 	}
 }

@@ -80,6 +80,20 @@ func (cs *counters) totalInFlight() (reqs, tokens int64) {
 	return reqs, tokens
 }
 
+// allZero reports whether every endpoint, each on its own, has nothing in
+// flight and every start was finished (a sum could hide +1 here and -1
+// there).
+func (cs *counters) allZero() bool {
+	cs.mu.Lock()
+	defer cs.mu.Unlock()
+	for _, c := range cs.m {
+		if c.inFlight.Load() != 0 || c.tokens.Load() != 0 || c.started.Load() != c.finished.Load() {
+			return false
+		}
+	}
+	return true
+}
+
 // endpoint builds a ready endpoint at 127.10.0.<n>:8000.
 func endpoint(name, ip string, port int, m scheduling.Metrics) *scheduling.Endpoint {
 	m.UpdateTime = time.Now()
@@ -231,7 +245,7 @@ func list(items ...string) *structpb.Value {
 // Expected responses.
 
 func hv(k, v string) *corev3.HeaderValueOption {
-	return &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: k, RawValue: []byte(v)}}
+	return &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: k, RawValue: []byte(v)}, AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD}
 }
 
 func routed(dest string, set ...*corev3.HeaderValueOption) *extprocv3.ProcessingResponse {

@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/protobuf/types/known/structpb"
 
 	configfiles "github.com/switchyard-ai/switchyard/config"
 	"github.com/switchyard-ai/switchyard/pkg/config"
@@ -46,7 +47,7 @@ func TestDisconnectMidStreamCompletes(t *testing.T) {
 			reqs, _ := h.counters.totalInFlight()
 			require.Equal(t, int64(1), reqs, "counted while in flight")
 			cancel()
-			require.Eventually(t, func() bool { r, tok := h.counters.totalInFlight(); return r == 0 && tok == 0 }, 5*time.Second, 5*time.Millisecond)
+			require.Eventually(t, h.counters.allZero, 5*time.Second, 5*time.Millisecond)
 		})
 	}
 }
@@ -92,6 +93,15 @@ schedulingProfiles:
 	require.NoError(t, err)
 	require.Equal(t, int64(0), h.counters.get("127.10.0.2:8000").inFlight.Load())
 	require.Equal(t, int64(1), h.counters.get("127.10.0.2:8000").ok.Load())
+
+	// A served endpoint reported again after the end changes nothing.
+	require.NoError(t, stream.Send(&extprocv3.ProcessingRequest{
+		Request:         &extprocv3.ProcessingRequest_ResponseTrailers{ResponseTrailers: &extprocv3.HttpTrailers{}},
+		MetadataContext: lbMetadata(extproc.LBNamespace, extproc.ServedKey, structpb.NewStringValue("127.10.0.3:8000")),
+	}))
+	_, err = stream.Recv()
+	require.NoError(t, err)
+	require.True(t, h.counters.allZero())
 }
 
 // recorder reports each completion: the request id, and the response.
@@ -111,9 +121,8 @@ func (r *recorder) ResponseComplete(_ context.Context, req *scheduling.Request, 
 	}
 }
 
-// A refusal after scheduling never happens without completion, and a
-// refused request never runs completion hooks.
-func TestRefusedRequestsRunNoCompletion(t *testing.T) {
+// A request refused before scheduling is never counted.
+func TestRefusedRequestIsNotCounted(t *testing.T) {
 	h := start(t, queueConfig, threePods())
 	got := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(`not json`, true)}, 1)
 	require.NotNil(t, got[0].GetImmediateResponse())

@@ -11,8 +11,13 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
+// headerOption sets a header, replacing any value the client sent (the
+// append action is explicit: data planes have differed on the default).
 func headerOption(key, value string) *corev3.HeaderValueOption {
-	return &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: key, RawValue: []byte(value)}}
+	return &corev3.HeaderValueOption{
+		Header:       &corev3.HeaderValue{Key: key, RawValue: []byte(value)},
+		AppendAction: corev3.HeaderValueOption_OVERWRITE_IF_EXISTS_OR_ADD,
+	}
 }
 
 // destinationMetadata is {"envoy.lb": {"x-gateway-destination-endpoint": dest}}.

@@ -60,7 +60,7 @@ type stream struct {
 	forwardedAt time.Time
 	firstByte   bool
 	streaming   bool
-	passthrough bool // response too large to buffer
+	passthrough bool // the response is passed through unread: too large to buffer, or not scheduled
 	respBody    []byte
 	respBytes   int
 	sse         requests.SSEScanner
@@ -87,8 +87,12 @@ func (st *stream) handle(msg *extprocv3.ProcessingRequest) ([]*extprocv3.Process
 	case *extprocv3.ProcessingRequest_RequestBody:
 		return st.requestBody(msg, v.RequestBody)
 	case *extprocv3.ProcessingRequest_RequestTrailers:
-		// Nothing to do: the request is routed on its body (as GIE).
-		return nil, false
+		// In FULL_DUPLEX_STREAMED mode the trailers, when the request has
+		// them, end the body: its last chunk did not carry end_of_stream.
+		if st.phase != phaseRequestBody {
+			return nil, false
+		}
+		return st.route(true)
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
 		return st.responseHeaders(msg, v.ResponseHeaders), false
 	case *extprocv3.ProcessingRequest_ResponseBody:
@@ -183,11 +187,13 @@ func (st *stream) requestBody(msg *extprocv3.ProcessingRequest, b *extprocv3.Htt
 	if !b.GetEndOfStream() {
 		return nil, false
 	}
-	return st.route()
+	return st.route(false)
 }
 
 // route parses the complete body, schedules the request and answers.
-func (st *stream) route() ([]*extprocv3.ProcessingResponse, bool) {
+// trailers is true when request trailers ended the body: the last body
+// chunk then does not end the stream, and the trailers get their answer.
+func (st *stream) route(trailers bool) ([]*extprocv3.ProcessingResponse, bool) {
 	st.rt = st.s.opts.Runtime()
 	path := st.headers[":path"]
 	if path == "" {
@@ -284,7 +290,12 @@ func (st *stream) route() ([]*extprocv3.ProcessingResponse, bool) {
 	}
 	out := make([]*extprocv3.ProcessingResponse, 0, 1+len(body)/BodyChunkLimit+1)
 	out = append(out, st.headersResponse(len(body)))
-	out = appendBodyChunks(out, body, true, requestBodyResponse)
+	out = appendBodyChunks(out, body, !trailers, requestBodyResponse)
+	if trailers {
+		out = append(out, &extprocv3.ProcessingResponse{
+			Response: &extprocv3.ProcessingResponse_RequestTrailers{RequestTrailers: &extprocv3.TrailersResponse{}},
+		})
+	}
 	st.body = nil
 	return out, false
 }
@@ -406,6 +417,10 @@ func (st *stream) setServed(served string) {
 		return
 	}
 	st.resp.Served = served
+	if st.req == nil || st.completed {
+		// Not scheduled (a request without body) or already accounted for.
+		return
+	}
 	for _, e := range st.targets {
 		if e.HostPort() != served || e == st.target {
 			continue
@@ -433,13 +448,18 @@ func (st *stream) responseBody(msg *extprocv3.ProcessingRequest, b *extprocv3.Ht
 	st.respBytes += len(chunk)
 	// Time to first token is only meaningful when the response streams;
 	// a buffered JSON response's first byte comes with its last token.
-	if !st.firstByte && len(chunk) > 0 && st.req != nil && st.streaming {
+	if !st.firstByte && len(chunk) > 0 && st.req != nil && st.streaming && st.resp.StatusCode >= 200 && st.resp.StatusCode < 300 {
 		st.firstByte = true
 		ttft := st.s.now().Sub(st.forwardedAt)
 		if st.stats != nil {
 			st.stats.FirstToken(ttft)
 		}
 		st.s.m.TTFT(st.req.Model, st.req.TargetModel, ttft)
+	}
+	if st.req == nil {
+		// Nothing reads an unscheduled response (a request without body):
+		// pass it through as it comes.
+		st.passthrough = true
 	}
 	if st.streaming || st.passthrough {
 		if st.req != nil {

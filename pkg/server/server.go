@@ -11,6 +11,7 @@ import (
 	"net/http/pprof"
 	"os"
 	"path/filepath"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,9 +22,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 
 	configfiles "github.com/switchyard-ai/switchyard/config"
 	"github.com/switchyard-ai/switchyard/pkg/config"
@@ -139,6 +143,7 @@ type Server struct {
 	metricsSrv                     *http.Server
 	checker                        *health.Checker
 	certs                          *tlsutil.Reloader
+	extHealth                      *grpchealth.Server // --health-checking on the ext_proc port
 	draining                       atomic.Bool
 	cfgSum                         atomic.Value // [32]byte: sha256 of the configuration file last read
 }
@@ -341,8 +346,12 @@ func (s *Server) Reload() error {
 		s.log.Error(err, "Configuration reload refused; the last good configuration stays")
 		return err
 	}
+	if err := s.scraper.SetConfig(gen.scrape); err != nil {
+		s.metrics.ConfigReload(false)
+		s.log.Error(err, "Configuration reload refused: the scraper cannot use its data layer settings; the last good configuration stays")
+		return err
+	}
 	s.gen.Store(gen)
-	s.scraper.SetConfig(gen.scrape)
 	s.metrics.ConfigReload(true)
 	s.log.Info("Configuration reloaded", "keptPlugins", gen.loaded.Kept)
 	return nil
@@ -361,11 +370,18 @@ func (s *Server) listen() error {
 			return fmt.Errorf("metrics listener: %w", err)
 		}
 	}
-	grpcOpts := []grpc.ServerOption{grpc.MaxRecvMsgSize(16 << 20)}
+	grpcOpts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(16 << 20),
+		// Proxies keep long-lived HTTP/2 connections; answer their pings,
+		// refuse abusive ones, and drop connections that died silently.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
+		grpc.ChainStreamInterceptor(s.recoverStream),
+	}
 	if s.cfg.SecureServing {
 		var getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
 		if s.cfg.CertPath != "" {
-			s.certs, err = tlsutil.NewReloader(s.cfg.CertPath, s.log.WithName("tls"))
+			s.certs, err = tlsutil.NewReloader(s.cfg.CertPath, s.log.WithName("tls"), tlsutil.WithRegisterer(s.reg))
 			if err != nil {
 				return err
 			}
@@ -383,6 +399,7 @@ func (s *Server) listen() error {
 	extprocv3.RegisterExternalProcessorServer(s.grpcSrv, s.ext)
 	if s.cfg.HealthChecking {
 		hs := grpchealth.NewServer()
+		s.extHealth = hs
 		hs.SetServingStatus("envoy.service.ext_proc.v3.ExternalProcessor", healthpb.HealthCheckResponse_SERVING)
 		healthpb.RegisterHealthServer(s.grpcSrv, hs)
 	}
@@ -492,6 +509,9 @@ func (s *Server) Run(ctx context.Context) error {
 // shutdown drains open streams, then stops the servers.
 func (s *Server) shutdown() {
 	s.draining.Store(true)
+	if s.extHealth != nil {
+		s.extHealth.SetServingStatus("envoy.service.ext_proc.v3.ExternalProcessor", healthpb.HealthCheckResponse_NOT_SERVING)
+	}
 	s.log.Info("Shutting down: draining open streams", "grace", s.cfg.ShutdownGrace)
 	done := make(chan struct{})
 	go func() { s.grpcSrv.GracefulStop(); close(done) }()
@@ -561,4 +581,17 @@ func (s *Server) watchConfig(ctx context.Context) {
 			_ = s.Reload()
 		}
 	}
+}
+
+// recoverStream turns a panic in a stream handler (a plugin bug) into an
+// Internal error on that stream, logged with its stack, instead of a crash
+// of every stream. The stream's deferred completion still runs.
+func (s *Server) recoverStream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			s.log.Error(fmt.Errorf("panic: %v", r), "Stream handler panicked", "method", info.FullMethod, "stack", string(debug.Stack()))
+			err = status.Errorf(codes.Internal, "internal error")
+		}
+	}()
+	return handler(srv, ss)
 }

@@ -19,9 +19,11 @@ import (
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/status"
 
 	"github.com/switchyard-ai/switchyard/pkg/modelsim"
 )
@@ -274,4 +276,13 @@ func TestGracefulShutdownDrainsOpenStreams(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("Run did not return after the last stream ended")
 	}
+}
+
+// A panicking stream handler (a plugin bug) fails its own stream with
+// Internal; the process keeps serving.
+func TestRecoverStream(t *testing.T) {
+	s := &Server{log: testr.New(t)}
+	err := s.recoverStream(nil, nil, &grpc.StreamServerInfo{FullMethod: "/x/y"}, func(any, grpc.ServerStream) error { panic("boom") })
+	require.Equal(t, codes.Internal, status.Code(err))
+	require.NoError(t, s.recoverStream(nil, nil, &grpc.StreamServerInfo{}, func(any, grpc.ServerStream) error { return nil }))
 }

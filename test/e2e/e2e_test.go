@@ -257,6 +257,25 @@ func TestEndToEnd(t *testing.T) {
 		require.Equal(t, 400, e.Error.Code)
 	})
 
+	t.Run("a chunked request with trailers is routed when the trailers end it", func(t *testing.T) {
+		pr, pw := io.Pipe()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.gateway+"/v1/completions", pr)
+		require.NoError(t, err)
+		req.Header.Set("content-type", "application/json")
+		req.Trailer = http.Header{"X-Checksum": nil}
+		go func() {
+			_, _ = io.WriteString(pw, fmt.Sprintf(`{"model":%q,`, modelName))
+			_, _ = io.WriteString(pw, `"prompt":"with trailers","max_tokens":4}`)
+			req.Trailer.Set("X-Checksum", "abc")
+			_ = pw.Close()
+		}()
+		resp, err := c.client.Do(req)
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+	})
+
 	t.Run("an SSE response streams through chunk by chunk and its usage is recorded", func(t *testing.T) {
 		before, err := scrape(ctx, c.metrics+"/metrics")
 		require.NoError(t, err)
@@ -304,6 +323,15 @@ func TestEndToEnd(t *testing.T) {
 			}
 			return after["inference_objective_output_tokens"].sum-before["inference_objective_output_tokens"].sum == 60
 		}, 5*time.Second, 20*time.Millisecond, "the EPP recorded the stream's output tokens")
+	})
+
+	t.Run("a request without body is routed and leaves nothing counted", func(t *testing.T) {
+		resp, err := c.client.Get(c.gateway + "/v1/models")
+		require.NoError(t, err)
+		b, _ := io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode, string(b))
+		require.Contains(t, string(b), modelName)
 	})
 
 	t.Run("a client that disconnects mid-stream leaves in-flight counters at zero", func(t *testing.T) {
