@@ -494,8 +494,11 @@ func TestClientDisconnectCancelsUpstreamAndStream(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("the upstream request was not cancelled after the client went away")
 	}
+	// The EPP's stream ends and its context is cancelled. Its last Recv may
+	// see the cancellation or, when the half-close won the race, EOF: either
+	// way the EPP learns the request is over and runs its completion.
 	rec := h.epp.nextStream(t)
-	if rec.ctxErr == nil || status.Code(rec.err) != codes.Canceled {
+	if rec.ctxErr == nil || (status.Code(rec.err) != codes.Canceled && !errors.Is(rec.err, io.EOF)) {
 		t.Errorf("EPP stream ended with err=%v ctxErr=%v, want a cancelled stream", rec.err, rec.ctxErr)
 	}
 }
