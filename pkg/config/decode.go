@@ -7,12 +7,10 @@ import (
 	"fmt"
 	"io"
 	"math"
-	"sort"
-	"strings"
 
 	yamlv3 "go.yaml.in/yaml/v3"
-	"sigs.k8s.io/yaml"
 
+	"github.com/switchyard-ai/switchyard/pkg/internal/yamldoc"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
@@ -20,33 +18,13 @@ import (
 // checks every key against the schema and every value against its type,
 // and records each problem with its path instead of stopping at the first.
 func decode(data []byte, errs *errorList) *EndpointPickerConfig {
-	if len(bytes.TrimSpace(data)) == 0 {
-		errs.add("", "the configuration is empty")
-		return nil
-	}
-	n, err := checkYAML(data)
-	if err != nil {
-		errs.add("", "not valid YAML: %s", yamlMessage(err))
-		return nil
-	}
-	if n > 1 {
-		errs.add("", "the file holds %d YAML documents; an EndpointPickerConfig file holds exactly one", n)
-		return nil
-	}
-	jsonData, err := yaml.YAMLToJSON(data)
-	if err != nil {
-		errs.add("", "not valid YAML: %s", yamlMessage(err))
-		return nil
-	}
-	var root any
-	dec := json.NewDecoder(bytes.NewReader(jsonData))
-	dec.UseNumber()
-	if err := dec.Decode(&root); err != nil {
-		errs.add("", "not valid JSON: %v", err)
-		return nil
-	}
-	if root == nil {
-		errs.add("", "the configuration is empty")
+	root, problem := yamldoc.Decode(data, yamldoc.Rules{
+		Empty:      "the configuration is empty",
+		Check:      checkDocuments,
+		NotDecoded: "not valid JSON",
+	})
+	if problem != "" {
+		errs.Add("", "%s", problem)
 		return nil
 	}
 	d := decoder{errs: errs}
@@ -73,7 +51,7 @@ func decode(data []byte, errs *errorList) *EndpointPickerConfig {
 		if params, ok := po["parameters"]; ok && params != nil {
 			raw, err := json.Marshal(params)
 			if err != nil {
-				errs.add(field(path, "parameters"), "%v", err)
+				errs.Add(field(path, "parameters"), "%v", err)
 			}
 			spec.Parameters = raw
 		}
@@ -126,7 +104,7 @@ func decode(data []byte, errs *errorList) *EndpointPickerConfig {
 	hasData := obj["data"] != nil
 	switch {
 	case hasDL && hasData:
-		errs.add("data", "both dataLayer and its older name data are set; keep only dataLayer")
+		errs.Add("data", "both dataLayer and its older name data are set; keep only dataLayer")
 	case hasDL:
 		cfg.DataLayer = d.dataLayer("dataLayer", obj["dataLayer"])
 	case hasData:
@@ -142,6 +120,19 @@ func decode(data []byte, errs *errorList) *EndpointPickerConfig {
 		cfg.FlowControl = d.flowControl("flowControl", v)
 	}
 	return cfg
+}
+
+// checkDocuments reports a YAML syntax error, a key given twice, or more
+// than one document.
+func checkDocuments(data []byte) string {
+	n, err := checkYAML(data)
+	if err != nil {
+		return "not valid YAML: " + yamldoc.Message(err)
+	}
+	if n > 1 {
+		return fmt.Sprintf("the file holds %d YAML documents; an EndpointPickerConfig file holds exactly one", n)
+	}
+	return ""
 }
 
 // checkYAML parses every document of data and returns how many are not
@@ -166,69 +157,23 @@ func checkYAML(data []byte) (int, error) {
 	}
 }
 
-// yamlMessage makes a YAML library error read as one line.
-func yamlMessage(err error) string {
-	msg := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
-	msg = strings.TrimPrefix(msg, "yaml: ")
-	msg = strings.TrimPrefix(msg, "unmarshal errors:\n  ")
-	msg = strings.ReplaceAll(msg, "\n  ", "; ")
-	for _, v := range []string{"NaN", "+Inf", "-Inf"} {
-		if strings.Contains(msg, "unsupported value: "+v) {
-			return "a number is .nan or .inf; every number must be finite"
-		}
-	}
-	return msg
-}
-
 type decoder struct{ errs *errorList }
-
-func typeName(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return "a string"
-	case json.Number:
-		return "a number"
-	case bool:
-		return "a boolean"
-	case []any:
-		return "a list"
-	case map[string]any:
-		return "an object"
-	}
-	return fmt.Sprintf("%T", v)
-}
 
 // keys reports every key of obj that is not in allowed, sorted.
 func (d decoder) keys(path string, obj map[string]any, allowed ...string) {
-	var unknown []string
-	for k := range obj {
-		found := false
-		for _, a := range allowed {
-			if k == a {
-				found = true
-				break
-			}
-		}
-		if !found {
-			unknown = append(unknown, k)
-		}
-	}
-	sort.Strings(unknown)
-	for _, k := range unknown {
+	for _, k := range yamldoc.UnknownKeys(obj, allowed) {
 		msg := fmt.Sprintf("unknown field %q", k)
 		if s := closest(k, allowed); s != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", s)
 		}
-		d.errs.add(path, "%s", msg)
+		d.errs.Add(path, "%s", msg)
 	}
 }
 
 func (d decoder) object(path string, v any) (map[string]any, bool) {
 	o, ok := v.(map[string]any)
 	if !ok {
-		d.errs.add(path, "expected an object, got %s", typeName(v))
+		d.errs.Add(path, "expected an object, got %s", yamldoc.TypeName(v))
 	}
 	return o, ok
 }
@@ -239,7 +184,7 @@ func (d decoder) list(path string, v any) []any {
 	}
 	l, ok := v.([]any)
 	if !ok {
-		d.errs.add(path, "expected a list, got %s", typeName(v))
+		d.errs.Add(path, "expected a list, got %s", yamldoc.TypeName(v))
 	}
 	return l
 }
@@ -250,7 +195,7 @@ func (d decoder) str(path string, v any) string {
 	}
 	s, ok := v.(string)
 	if !ok {
-		d.errs.add(path, "expected a string, got %s", typeName(v))
+		d.errs.Add(path, "expected a string, got %s", yamldoc.TypeName(v))
 	}
 	return s
 }
@@ -258,12 +203,12 @@ func (d decoder) str(path string, v any) string {
 func (d decoder) float(path string, v any) *float64 {
 	n, ok := v.(json.Number)
 	if !ok {
-		d.errs.add(path, "expected a number, got %s", typeName(v))
+		d.errs.Add(path, "expected a number, got %s", yamldoc.TypeName(v))
 		return nil
 	}
 	f, err := n.Float64()
 	if err != nil || math.IsInf(f, 0) || math.IsNaN(f) {
-		d.errs.add(path, "invalid number %s", n)
+		d.errs.Add(path, "invalid number %s", n)
 		return nil
 	}
 	return &f
@@ -272,12 +217,12 @@ func (d decoder) float(path string, v any) *float64 {
 func (d decoder) int(path string, v any) *int {
 	n, ok := v.(json.Number)
 	if !ok {
-		d.errs.add(path, "expected an integer, got %s", typeName(v))
+		d.errs.Add(path, "expected an integer, got %s", yamldoc.TypeName(v))
 		return nil
 	}
 	i, err := n.Int64()
 	if err != nil || i > math.MaxInt32 || i < math.MinInt32 {
-		d.errs.add(path, "expected an integer, got %s", n)
+		d.errs.Add(path, "expected an integer, got %s", n)
 		return nil
 	}
 	out := int(i)
@@ -326,7 +271,7 @@ func (d decoder) quantity(path string, v any) string {
 	case json.Number:
 		return q.String()
 	}
-	d.errs.add(path, "expected a quantity such as \"10Gi\" or 500, got %s", typeName(v))
+	d.errs.Add(path, "expected a quantity such as \"10Gi\" or 500, got %s", yamldoc.TypeName(v))
 	return ""
 }
 

@@ -102,7 +102,7 @@ func Load(data []byte, opts Options) (*Loaded, error) {
 	errs := &errorList{}
 	cfg := decode(data, errs)
 	if cfg == nil {
-		return nil, errs.err()
+		return nil, errs.Err()
 	}
 	l := &loader{
 		opts:      opts,
@@ -123,7 +123,7 @@ func Load(data []byte, opts Options) (*Loaded, error) {
 	l.dataLayer()
 	l.flowControl()
 	sched := l.build()
-	if err := errs.err(); err != nil {
+	if err := errs.Err(); err != nil {
 		return nil, err
 	}
 	l.fillParams()
@@ -163,16 +163,16 @@ func (l *loader) header() {
 	switch l.cfg.APIVersion {
 	case APIVersionGIE, APIVersionLLMD:
 	case "":
-		l.errs.add("apiVersion", "missing; use %q or %q", APIVersionGIE, APIVersionLLMD)
+		l.errs.Add("apiVersion", "missing; use %q or %q", APIVersionGIE, APIVersionLLMD)
 	default:
-		l.errs.add("apiVersion", "unsupported %q; use %q or %q", l.cfg.APIVersion, APIVersionGIE, APIVersionLLMD)
+		l.errs.Add("apiVersion", "unsupported %q; use %q or %q", l.cfg.APIVersion, APIVersionGIE, APIVersionLLMD)
 	}
 	switch l.cfg.Kind {
 	case Kind:
 	case "":
-		l.errs.add("kind", "missing; use %q", Kind)
+		l.errs.Add("kind", "missing; use %q", Kind)
 	default:
-		l.errs.add("kind", "unsupported %q; use %q", l.cfg.Kind, Kind)
+		l.errs.Add("kind", "unsupported %q; use %q", l.cfg.Kind, Kind)
 	}
 	for i, g := range l.cfg.FeatureGates {
 		path := index("featureGates", i)
@@ -182,9 +182,9 @@ func (l *loader) header() {
 			if s := closest(g, knownGates); s != "" {
 				msg = fmt.Sprintf("unknown feature gate %q (did you mean %q?)", g, s)
 			}
-			l.errs.add(path, "%s", msg)
+			l.errs.Add(path, "%s", msg)
 		case g == GateFlowControl:
-			l.errs.add(path, "the flowControl gate turns on flow control (queueing by priority and fairness), which this version of Switchyard does not implement yet; remove the gate: requests are then admitted as in GIE without flow control, sheddable ones (priority < 0) refused with 429 while the saturation detector reports saturation")
+			l.errs.Add(path, "the flowControl gate turns on flow control (queueing by priority and fairness), which this version of Switchyard does not implement yet; remove the gate: requests are then admitted as in GIE without flow control, sheddable ones (priority < 0) refused with 429 while the saturation detector reports saturation")
 		default:
 			l.out.FeatureGates[g] = true
 		}
@@ -197,14 +197,14 @@ func (l *loader) instantiate() {
 		spec := &l.cfg.Plugins[i]
 		path := index("plugins", i)
 		if spec.Type == "" {
-			l.errs.add(field(path, "type"), "missing; every plugin needs a type")
+			l.errs.Add(field(path, "type"), "missing; every plugin needs a type")
 			continue
 		}
 		if spec.Name == "" {
 			spec.Name = spec.Type
 		}
 		if prev, dup := l.specIndex[spec.Name]; dup {
-			l.errs.add(field(path, "name"), "duplicate plugin name %q (also plugins[%d]); give each instance its own name", spec.Name, prev)
+			l.errs.Add(field(path, "name"), "duplicate plugin name %q (also plugins[%d]); give each instance its own name", spec.Name, prev)
 			continue
 		}
 		l.specIndex[spec.Name] = i
@@ -221,7 +221,7 @@ func (l *loader) construct(name, pluginType string, params json.RawMessage) bool
 		if s := l.opts.Registry.Suggest(pluginType); len(s) > 0 {
 			msg += fmt.Sprintf(" (closest known types: %s)", strings.Join(s, ", "))
 		}
-		l.errs.add(l.label(name), "%s", msg)
+		l.errs.Add(l.label(name), "%s", msg)
 		return false
 	}
 	if reg.Deprecated != "" {
@@ -231,7 +231,7 @@ func (l *loader) construct(name, pluginType string, params json.RawMessage) bool
 	if err != nil {
 		l.failed[name] = true
 		for _, e := range scheduling.Errors(err) {
-			l.errs.add(l.label(name), "parameters: %v", e)
+			l.errs.Add(l.label(name), "parameters: %v", e)
 		}
 		return false
 	}
@@ -273,7 +273,7 @@ func (l *loader) addDefault(pluginType string, params json.RawMessage, why strin
 		if l.cfg.Plugins[i].Type == pluginType {
 			return !l.failed[pluginType]
 		}
-		l.errs.add(l.label(pluginType), "%s needs a %s plugin named %q, but this name is taken by a plugin of another type; rename it", why, pluginType, pluginType)
+		l.errs.Add(l.label(pluginType), "%s needs a %s plugin named %q, but this name is taken by a plugin of another type; rename it", why, pluginType, pluginType)
 		return false
 	}
 	l.cfg.Plugins = append(l.cfg.Plugins, PluginSpec{Name: pluginType, Type: pluginType, Parameters: params})
@@ -343,7 +343,7 @@ func (l *loader) addProducers() {
 			markProduced(p.ptype)
 		}
 		if !produced[p.key] && !l.anyFailed() {
-			l.errs.add(l.label(p.consumer), "consumes %q, which its default producer %q does not produce", p.key, p.ptype)
+			l.errs.Add(l.label(p.consumer), "consumes %q, which its default producer %q does not produce", p.key, p.ptype)
 		}
 		produced[p.key] = true // report once
 	}
@@ -357,7 +357,7 @@ func (l *loader) addProducers() {
 		}
 		for _, key := range dc.Consumes() {
 			if !produced[key] {
-				l.errs.add(l.label(name), "consumes %q, which no configured plugin produces; add a plugin that produces it", key)
+				l.errs.Add(l.label(name), "consumes %q, which no configured plugin produces; add a plugin that produces it", key)
 				produced[key] = true // report once
 			}
 		}
@@ -462,7 +462,7 @@ func (l *loader) undefined(path, ref string) {
 	} else {
 		msg += " in plugins"
 	}
-	l.errs.add(path, "%s", msg)
+	l.errs.Add(path, "%s", msg)
 }
 
 func (l *loader) parser() {
@@ -471,7 +471,7 @@ func (l *loader) parser() {
 	}
 	ref := l.cfg.Parser.PluginRef
 	if ref == "" {
-		l.errs.add("parser.pluginRef", "missing; name a parser plugin such as %q", OpenAIParserType)
+		l.errs.Add("parser.pluginRef", "missing; name a parser plugin such as %q", OpenAIParserType)
 		return
 	}
 	if _, ok := l.specIndex[ref]; !ok && ref == OpenAIParserType {
@@ -484,7 +484,7 @@ func (l *loader) parser() {
 	}
 	parser, ok := p.(scheduling.Parser)
 	if !ok {
-		l.errs.add("parser.pluginRef", "%s is not a parser", l.label(ref))
+		l.errs.Add("parser.pluginRef", "%s is not a parser", l.label(ref))
 		return
 	}
 	l.out.Parser = parser
@@ -499,7 +499,7 @@ func (l *loader) saturationDetector() {
 	inline := sd.QueueDepthThreshold != nil || sd.KVCacheUtilThreshold != nil || sd.MetricsStalenessThreshold != ""
 	if inline {
 		if sd.PluginRef != "" {
-			l.errs.add("saturationDetector", "set either pluginRef or the inline thresholds of GIE v1.3/v1.4 (queueDepthThreshold, kvCacheUtilThreshold, metricsStalenessThreshold), not both")
+			l.errs.Add("saturationDetector", "set either pluginRef or the inline thresholds of GIE v1.3/v1.4 (queueDepthThreshold, kvCacheUtilThreshold, metricsStalenessThreshold), not both")
 			return
 		}
 		params := map[string]any{}
@@ -532,7 +532,7 @@ func (l *loader) saturationDetector() {
 	}
 	det, ok := p.(scheduling.SaturationDetector)
 	if !ok {
-		l.errs.add("saturationDetector.pluginRef", "%s is not a saturation detector", l.label(sd.PluginRef))
+		l.errs.Add("saturationDetector.pluginRef", "%s is not a saturation detector", l.label(sd.PluginRef))
 		return
 	}
 	l.out.SaturationDetector = det
@@ -566,13 +566,13 @@ func (l *loader) dataLayer() {
 		p, ok := l.instances[src.PluginRef]
 		switch {
 		case src.PluginRef == "":
-			l.errs.add(field(spath, "pluginRef"), "missing")
+			l.errs.Add(field(spath, "pluginRef"), "missing")
 		case !ok:
 			l.undefined(field(spath, "pluginRef"), src.PluginRef)
 		default:
 			ds, isDS := p.(scheduling.DataSource)
 			if !isDS {
-				l.errs.add(field(spath, "pluginRef"), "%s is not a data source", l.label(src.PluginRef))
+				l.errs.Add(field(spath, "pluginRef"), "%s is not a data source", l.label(src.PluginRef))
 			}
 			binding.Source = ds
 		}
@@ -581,13 +581,13 @@ func (l *loader) dataLayer() {
 			p, ok := l.instances[ext.PluginRef]
 			switch {
 			case ext.PluginRef == "":
-				l.errs.add(epath, "missing")
+				l.errs.Add(epath, "missing")
 			case !ok:
 				l.undefined(epath, ext.PluginRef)
 			default:
 				de, isDE := p.(scheduling.DataExtractor)
 				if !isDE {
-					l.errs.add(epath, "%s is not a data extractor", l.label(ext.PluginRef))
+					l.errs.Add(epath, "%s is not a data extractor", l.label(ext.PluginRef))
 					continue
 				}
 				binding.Extractors = append(binding.Extractors, de)
@@ -605,11 +605,11 @@ func (l *loader) quantity(path, q string) {
 	}
 	v, err := resource.ParseQuantity(q)
 	if err != nil {
-		l.errs.add(path, "invalid quantity %q: use a Kubernetes quantity such as 10Gi or 5k", q)
+		l.errs.Add(path, "invalid quantity %q: use a Kubernetes quantity such as 10Gi or 5k", q)
 		return
 	}
 	if v.Sign() < 0 {
-		l.errs.add(path, "must be >= 0, got %s", q)
+		l.errs.Add(path, "must be >= 0, got %s", q)
 	}
 }
 
@@ -629,9 +629,9 @@ func (l *loader) flowControl() {
 	l.quantity("flowControl.maxRequests", fc.MaxRequests)
 	if fc.DefaultRequestTTL != "" {
 		if d, err := time.ParseDuration(fc.DefaultRequestTTL); err != nil {
-			l.errs.add("flowControl.defaultRequestTTL", "invalid duration %q: use e.g. 60s", fc.DefaultRequestTTL)
+			l.errs.Add("flowControl.defaultRequestTTL", "invalid duration %q: use e.g. 60s", fc.DefaultRequestTTL)
 		} else if d < 0 {
-			l.errs.add("flowControl.defaultRequestTTL", "must be >= 0, got %s", fc.DefaultRequestTTL)
+			l.errs.Add("flowControl.defaultRequestTTL", "must be >= 0, got %s", fc.DefaultRequestTTL)
 		}
 	}
 	band := func(path string, b PriorityBandConfig) {
@@ -645,7 +645,7 @@ func (l *loader) flowControl() {
 	for i, b := range fc.PriorityBands {
 		path := index("flowControl.priorityBands", i)
 		if prev, dup := seen[b.Priority]; dup {
-			l.errs.add(field(path, "priority"), "duplicate priority %d (also priorityBands[%d])", b.Priority, prev)
+			l.errs.Add(field(path, "priority"), "duplicate priority %d (also priorityBands[%d])", b.Priority, prev)
 		}
 		seen[b.Priority] = i
 		band(path, b)
@@ -656,7 +656,7 @@ func (l *loader) flowControl() {
 func (l *loader) build() *scheduling.Scheduler {
 	metrics, err := scheduling.NewFrameworkMetrics(l.handle.Registerer())
 	if err != nil {
-		l.errs.add("", "register framework metrics: %v", err)
+		l.errs.Add("", "register framework metrics: %v", err)
 		return nil
 	}
 	var profiles []*scheduling.Profile
@@ -664,9 +664,9 @@ func (l *loader) build() *scheduling.Scheduler {
 	for i, prof := range l.cfg.SchedulingProfiles {
 		path := index("schedulingProfiles", i)
 		if prof.Name == "" {
-			l.errs.add(field(path, "name"), "missing; every profile needs a name")
+			l.errs.Add(field(path, "name"), "missing; every profile needs a name")
 		} else if prev, dup := seen[prof.Name]; dup {
-			l.errs.add(field(path, "name"), "duplicate profile name %q (also schedulingProfiles[%d])", prof.Name, prev)
+			l.errs.Add(field(path, "name"), "duplicate profile name %q (also schedulingProfiles[%d])", prof.Name, prev)
 		}
 		seen[prof.Name] = i
 		var (
@@ -679,12 +679,12 @@ func (l *loader) build() *scheduling.Scheduler {
 		for j, ref := range prof.Plugins {
 			rpath := index(field(path, "plugins"), j)
 			if ref.PluginRef == "" {
-				l.errs.add(field(rpath, "pluginRef"), "missing")
+				l.errs.Add(field(rpath, "pluginRef"), "missing")
 				broken = true
 				continue
 			}
 			if ref.Weight != nil && *ref.Weight < 0 {
-				l.errs.add(field(rpath, "weight"), "must be >= 0, got %v", *ref.Weight)
+				l.errs.Add(field(rpath, "weight"), "must be >= 0, got %v", *ref.Weight)
 				broken = true
 			}
 			p, ok := l.instances[ref.PluginRef]
@@ -710,7 +710,7 @@ func (l *loader) build() *scheduling.Scheduler {
 			}
 			if pk, ok := p.(scheduling.Picker); ok {
 				if picker != nil {
-					l.errs.add(field(rpath, "pluginRef"), "%s is a second picker in profile %q (the first is %q); a profile has exactly one picker", l.label(ref.PluginRef), prof.Name, pickerRef)
+					l.errs.Add(field(rpath, "pluginRef"), "%s is a second picker in profile %q (the first is %q); a profile has exactly one picker", l.label(ref.PluginRef), prof.Name, pickerRef)
 					broken = true
 				} else {
 					picker, pickerRef = pk, ref.PluginRef
@@ -726,7 +726,7 @@ func (l *loader) build() *scheduling.Scheduler {
 		}
 		p, err := scheduling.NewProfile(prof.Name, filters, scorers, picker, metrics)
 		if err != nil {
-			l.errs.add(path, "%v", err)
+			l.errs.Add(path, "%v", err)
 			continue
 		}
 		profiles = append(profiles, p)
@@ -735,15 +735,15 @@ func (l *loader) build() *scheduling.Scheduler {
 	handlers := l.handlers()
 	switch {
 	case len(handlers) > 1:
-		l.errs.add("plugins", "more than one profile handler (%s); configure exactly one", strings.Join(handlers, ", "))
+		l.errs.Add("plugins", "more than one profile handler (%s); configure exactly one", strings.Join(handlers, ", "))
 	case len(handlers) == 0 && len(l.cfg.SchedulingProfiles) > 1:
-		l.errs.add("schedulingProfiles", "%d profiles need a profile handler plugin, and none is configured", len(l.cfg.SchedulingProfiles))
+		l.errs.Add("schedulingProfiles", "%d profiles need a profile handler plugin, and none is configured", len(l.cfg.SchedulingProfiles))
 	case len(handlers) == 1 && len(l.cfg.SchedulingProfiles) > 1:
 		if t := l.instances[handlers[0]].TypedName().Type; t == SingleProfileHandlerType {
-			l.errs.add("schedulingProfiles", "%s runs exactly one profile, but %d are configured; use a handler that supports several", l.label(handlers[0]), len(l.cfg.SchedulingProfiles))
+			l.errs.Add("schedulingProfiles", "%s runs exactly one profile, but %d are configured; use a handler that supports several", l.label(handlers[0]), len(l.cfg.SchedulingProfiles))
 		}
 	}
-	if len(l.errs.errs) > 0 {
+	if l.errs.Len() > 0 {
 		return nil
 	}
 
@@ -776,7 +776,7 @@ func (l *loader) build() *scheduling.Scheduler {
 	}
 	s, err := scheduling.NewScheduler(cfg)
 	if err != nil {
-		l.errs.add("plugins", "%v", err)
+		l.errs.Add("plugins", "%v", err)
 		return nil
 	}
 	return s

@@ -6,8 +6,9 @@
 // to it; the ext_proc request path reads immutable Snapshots.
 //
 // Who may import it: cmd/epp, the server and ext_proc handler, endpoint
-// sources and the scraper. It imports pkg/scheduling and no plugin other
-// than coremetrics (for the reserved engine name).
+// sources and the scraper. It imports pkg/scheduling, pkg/fielderr (its
+// FieldError, ValidationError and ErrorList are aliases of those types) and
+// no plugin other than coremetrics (for the reserved engine name).
 //
 // # Snapshots
 //

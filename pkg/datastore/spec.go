@@ -11,6 +11,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/switchyard-ai/switchyard/pkg/fielderr"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/datalayer/coremetrics"
 )
 
@@ -80,59 +81,24 @@ func (s EndpointSpec) Key() string {
 }
 
 // FieldError is one invalid field, with its path, e.g.
-// `endpoints[2].port`.
-type FieldError struct {
-	// Path names the field; empty for problems of a whole document.
-	Path string
-	// Msg says what is wrong.
-	Msg string
-}
+// `endpoints[2].port`; the path is empty for problems of a whole document.
+type FieldError = fielderr.FieldError
 
-func (e FieldError) Error() string {
-	if e.Path == "" {
-		return e.Msg
-	}
-	return e.Path + ": " + e.Msg
-}
-
-// ValidationError lists every problem found in a set of endpoint specs.
-type ValidationError struct {
-	Errors []FieldError
-}
-
-func (e *ValidationError) Error() string {
-	if len(e.Errors) == 1 {
-		return "invalid endpoints: " + e.Errors[0].Error()
-	}
-	var b strings.Builder
-	fmt.Fprintf(&b, "invalid endpoints: %d errors:", len(e.Errors))
-	for _, fe := range e.Errors {
-		b.WriteString("\n  ")
-		b.WriteString(fe.Error())
-	}
-	return b.String()
-}
+// ValidationError lists every problem found in a set of endpoint specs;
+// its message starts with "invalid endpoints: ".
+type ValidationError = fielderr.ValidationError[endpointsSubject]
 
 // ErrorList collects field errors; its zero value is ready to use. Endpoint
 // sources use it to report decoding problems together with validation
-// problems.
-type ErrorList struct{ errs []FieldError }
+// problems. Add records a problem at a path, Len counts them, and Err
+// returns a *ValidationError with every problem, or nil.
+type ErrorList = fielderr.List[endpointsSubject]
 
-// Add records a problem at path.
-func (l *ErrorList) Add(path, format string, args ...any) {
-	l.errs = append(l.errs, FieldError{Path: path, Msg: fmt.Sprintf(format, args...)})
-}
+// endpointsSubject names endpoint errors.
+type endpointsSubject struct{}
 
-// Len returns the number of problems recorded.
-func (l *ErrorList) Len() int { return len(l.errs) }
-
-// Err returns a *ValidationError with every problem, or nil.
-func (l *ErrorList) Err() error {
-	if len(l.errs) == 0 {
-		return nil
-	}
-	return &ValidationError{Errors: append([]FieldError(nil), l.errs...)}
-}
+// Subject implements fielderr.Subject.
+func (endpointsSubject) Subject() string { return "endpoints" }
 
 func join(path, name string) string {
 	if path == "" {

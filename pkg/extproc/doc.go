@@ -38,6 +38,7 @@
 // through functions that load atomically published snapshots.
 //
 // Imported by cmd/epp and tests; it imports the framework
-// (pkg/scheduling), the request parser (pkg/requests) and the metrics
-// (pkg/metrics), never a plugin.
+// (pkg/scheduling), the request parser (pkg/requests), the metrics
+// (pkg/metrics) and the error body encoder (pkg/internal/apierror), never a
+// plugin.
 package extproc

@@ -1,13 +1,14 @@
 package extproc
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
+
+	"github.com/switchyard-ai/switchyard/pkg/internal/apierror"
 )
 
 // ReasonHeader carries the machine-readable reason of a refusal.
@@ -56,27 +57,11 @@ type refusal struct {
 	message string
 }
 
-// errorBody is the OpenAI error envelope.
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    int     `json:"code"`
-}
-
 // immediate builds the ImmediateResponse for a refusal: status, an
 // OpenAI-style JSON body, content-type and the reason header (and
 // Retry-After on 429 and 503, which a client may retry).
 func (r *refusal) immediate() *extprocv3.ProcessingResponse {
-	body, _ := json.Marshal(errorBody{Error: errorDetail{
-		Message: r.message,
-		Type:    errorCode(r.status),
-		Code:    r.status,
-	}})
+	body := apierror.JSON(r.message, errorCode(r.status), r.status)
 	headers := []*corev3.HeaderValueOption{
 		{Header: &corev3.HeaderValue{Key: "content-type", RawValue: []byte("application/json")}},
 		{Header: &corev3.HeaderValue{Key: ReasonHeader, RawValue: []byte(r.reason)}},

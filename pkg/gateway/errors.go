@@ -1,9 +1,10 @@
 package gateway
 
 import (
-	"encoding/json"
 	"net/http"
 	"strconv"
+
+	"github.com/switchyard-ai/switchyard/pkg/internal/apierror"
 )
 
 // Reasons the gateway puts in the x-switchyard-reason header (and the JSON
@@ -26,18 +27,6 @@ type localReply struct {
 	message string
 }
 
-// errorBody is the OpenAI-style error envelope.
-type errorBody struct {
-	Error errorDetail `json:"error"`
-}
-
-type errorDetail struct {
-	Message string  `json:"message"`
-	Type    string  `json:"type"`
-	Param   *string `json:"param"`
-	Code    string  `json:"code"`
-}
-
 // render returns the reply's headers and JSON body.
 func (l localReply) render() (http.Header, []byte) {
 	typ := "server_error"
@@ -47,10 +36,7 @@ func (l localReply) render() (http.Header, []byte) {
 	case l.status >= 400 && l.status < 500:
 		typ = "invalid_request_error"
 	}
-	body, err := json.Marshal(errorBody{Error: errorDetail{Message: l.message, Type: typ, Code: l.reason}})
-	if err != nil { // cannot happen for these types; keep a valid body anyway
-		body = []byte(`{"error":{"message":"internal error","type":"server_error","param":null,"code":"` + l.reason + `"}}`)
-	}
+	body := apierror.JSON(l.message, typ, l.reason)
 	h := http.Header{
 		hdrContentType:        []string{"application/json"},
 		"X-Switchyard-Reason": []string{l.reason},

@@ -25,6 +25,8 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/testing/protocmp"
 	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/switchyard-ai/switchyard/pkg/internal/apierror"
 )
 
 func post(t *testing.T, h *harness, path string, body []byte, hdr map[string]string) *http.Response {
@@ -515,7 +517,7 @@ func checkJSONError(t *testing.T, resp *http.Response, wantStatus int, wantReaso
 	if ct := resp.Header.Get("Content-Type"); ct != "application/json" {
 		t.Errorf("Content-Type %q, want application/json", ct)
 	}
-	var e errorBody
+	var e apierror.Envelope[string]
 	if err := json.Unmarshal(b, &e); err != nil || e.Error.Code != wantReason || e.Error.Message == "" {
 		t.Errorf("body %s: want an OpenAI-style error with code %q (err %v)", b, wantReason, err)
 	}

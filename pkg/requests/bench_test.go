@@ -103,42 +103,34 @@ func sseStream() [][]byte {
 func BenchmarkSSEScanner(b *testing.B) {
 	chunks := sseStream()
 	total := 0
+	// Every event split in the middle, so lines cross chunk boundaries.
+	var halves [][]byte
 	for _, c := range chunks {
 		total += len(c)
+		halves = append(halves, c[:len(c)/2], c[len(c)/2:])
 	}
-	b.Run("200-chunks", func(b *testing.B) {
-		var s SSEScanner
-		b.SetBytes(int64(total))
-		b.ReportAllocs()
-		for b.Loop() {
-			s.Reset()
-			for _, c := range chunks {
-				s.Feed(c)
+	for _, bc := range []struct {
+		name   string
+		chunks [][]byte
+	}{
+		{"200-chunks", chunks},
+		{"200-chunks-split", halves},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var s SSEScanner
+			b.SetBytes(int64(total))
+			b.ReportAllocs()
+			for b.Loop() {
+				s.Reset()
+				for _, c := range bc.chunks {
+					s.Feed(c)
+				}
+				if u, ok := s.Usage(); !ok || u.TotalTokens != 1198 || !s.Done() {
+					b.Fatalf("usage %+v %v, done %v", u, ok, s.Done())
+				}
 			}
-			if u, ok := s.Usage(); !ok || u.TotalTokens != 1198 || !s.Done() {
-				b.Fatalf("usage %+v %v", u, ok)
-			}
-		}
-	})
-	b.Run("200-chunks-split", func(b *testing.B) {
-		// Every event split in the middle, so lines cross chunk boundaries.
-		var halves [][]byte
-		for _, c := range chunks {
-			halves = append(halves, c[:len(c)/2], c[len(c)/2:])
-		}
-		var s SSEScanner
-		b.SetBytes(int64(total))
-		b.ReportAllocs()
-		for b.Loop() {
-			s.Reset()
-			for _, c := range halves {
-				s.Feed(c)
-			}
-			if u, ok := s.Usage(); !ok || u.TotalTokens != 1198 {
-				b.Fatalf("usage %+v %v", u, ok)
-			}
-		}
-	})
+		})
+	}
 }
 
 func BenchmarkParseUsage(b *testing.B) {

@@ -158,47 +158,67 @@ func skipValue(b []byte, i int) int {
 	return p
 }
 
-// members iterates over the members of a JSON object value.
-type members struct {
+// seq is the reading state of an object's members or an array's
+// elements.
+type seq struct {
 	b     []byte
 	i     int
 	first bool
-	// bad is set when the object turned out malformed.
+	// bad is set when the value turned out malformed.
 	bad bool
 }
 
-// objectMembers starts an iteration over the object v (v[0] == '{').
-func objectMembers(v []byte) members {
-	if len(v) == 0 || v[0] != '{' {
-		return members{bad: true}
+// newSeq starts reading the object or array v, which must open with open.
+func newSeq(v []byte, open byte) seq {
+	if len(v) == 0 || v[0] != open {
+		return seq{bad: true}
 	}
-	return members{b: v, i: 1, first: true}
+	return seq{b: v, i: 1, first: true}
 }
+
+// advance moves to the next entry, past the comma that separates it from
+// the one before, and returns its index. ok is false at closer, the
+// closing byte, which ends the sequence, and on malformed input, which
+// sets bad.
+func (s *seq) advance(closer byte) (i int, ok bool) {
+	if s.bad || s.b == nil {
+		return 0, false
+	}
+	b := s.b
+	i = skipWS(b, s.i)
+	if i >= len(b) {
+		s.bad = true
+		return 0, false
+	}
+	if b[i] == closer {
+		s.b = nil
+		return 0, false
+	}
+	if !s.first {
+		if b[i] != ',' {
+			s.bad = true
+			return 0, false
+		}
+		i = skipWS(b, i+1)
+	}
+	s.first = false
+	return i, true
+}
+
+// members iterates over the members of a JSON object value.
+type members struct{ seq }
+
+// objectMembers starts an iteration over the object v (v[0] == '{').
+func objectMembers(v []byte) members { return members{newSeq(v, '{')} }
 
 // next returns the next member: its key's raw bytes (between the quotes,
 // still escaped when esc), and its value's span [vs, ve) in the object.
 func (m *members) next() (key []byte, esc bool, vs, ve int, ok bool) {
-	if m.bad || m.b == nil {
+	i, ok := m.advance('}')
+	if !ok {
 		return nil, false, 0, 0, false
 	}
 	b := m.b
-	i := skipWS(b, m.i)
-	if i >= len(b) {
-		m.bad = true
-		return nil, false, 0, 0, false
-	}
-	if b[i] == '}' {
-		m.b = nil
-		return nil, false, 0, 0, false
-	}
-	if !m.first {
-		if b[i] != ',' {
-			m.bad = true
-			return nil, false, 0, 0, false
-		}
-		i = skipWS(b, i+1)
-	}
-	m.first = false
 	ke, kesc := stringEnd(b, i)
 	if ke < 0 {
 		m.bad = true
@@ -220,52 +240,66 @@ func (m *members) next() (key []byte, esc bool, vs, ve int, ok bool) {
 	return key, kesc, vs, ve, true
 }
 
-// elements iterates over the elements of a JSON array value.
-type elements struct {
-	b     []byte
-	i     int
-	first bool
-	bad   bool
+// nextDecoded is next with the key's escapes decoded (into buf when it
+// has any) and the value sliced out of the object.
+func (m *members) nextDecoded(buf *[64]byte) (key, val []byte, ok bool) {
+	key, esc, vs, ve, ok := m.next()
+	if !ok {
+		return nil, nil, false
+	}
+	if esc {
+		key = appendUnescaped(buf[:0], key)
+	}
+	return key, m.b[vs:ve], true
 }
 
-// arrayElements starts an iteration over the array v (v[0] == '[').
-func arrayElements(v []byte) elements {
-	if len(v) == 0 || v[0] != '[' {
-		return elements{bad: true}
+// maxPicked is how many keys pickMembers looks for at once.
+const maxPicked = 5
+
+// pickMembers sets vals[i] to the value of the last member of the object
+// obj named keys[i] (JSON keeps the last of duplicate keys), nil when
+// there is none, matching keys by their decoded names ("mod\u0065l" is
+// "model"). ok is false when obj turned out not to be a well-formed
+// object; vals then hold what was read before the fault. Keys after the
+// first maxPicked are ignored. It allocates nothing unless a key with
+// escapes decodes to more than 64 bytes.
+func pickMembers(obj []byte, keys ...string) (vals [maxPicked][]byte, ok bool) {
+	m := objectMembers(obj)
+	var buf [64]byte
+	for {
+		key, val, more := m.nextDecoded(&buf)
+		if !more {
+			break
+		}
+		for i, k := range keys[:min(len(keys), maxPicked)] {
+			if string(key) == k {
+				vals[i] = val
+				break
+			}
+		}
 	}
-	return elements{b: v, i: 1, first: true}
+	return vals, !m.bad
 }
+
+// elements iterates over the elements of a JSON array value.
+type elements struct{ seq }
+
+// arrayElements starts an iteration over the array v (v[0] == '[').
+func arrayElements(v []byte) elements { return elements{newSeq(v, '[')} }
 
 // next returns the next element's raw value.
 func (e *elements) next() ([]byte, bool) {
-	if e.bad || e.b == nil {
+	i, ok := e.advance(']')
+	if !ok {
 		return nil, false
 	}
-	b := e.b
-	i := skipWS(b, e.i)
-	if i >= len(b) {
-		e.bad = true
-		return nil, false
-	}
-	if b[i] == ']' {
-		e.b = nil
-		return nil, false
-	}
-	if !e.first {
-		if b[i] != ',' {
-			e.bad = true
-			return nil, false
-		}
-		i = skipWS(b, i+1)
-	}
-	e.first = false
-	end := skipValue(b, i)
+	end := skipValue(e.b, i)
 	if end < 0 {
 		e.bad = true
 		return nil, false
 	}
 	e.i = end
-	return b[i:end], true
+	return e.b[i:end], true
 }
 
 // keyIs reports whether a raw object key equals name, decoding escapes
@@ -281,18 +315,8 @@ func keyIs(key []byte, esc bool, name string) bool {
 // member returns the value of the last member named name in the object
 // v (JSON keeps the last of duplicate keys), or nil.
 func member(v []byte, name string) []byte {
-	var found []byte
-	m := objectMembers(v)
-	for {
-		key, esc, vs, ve, ok := m.next()
-		if !ok {
-			break
-		}
-		if keyIs(key, esc, name) {
-			found = v[vs:ve]
-		}
-	}
-	return found
+	vals, _ := pickMembers(v, name)
+	return vals[0]
 }
 
 // stringContent returns the bytes between the quotes of the string value

@@ -114,6 +114,49 @@ func TestMembersAndElements(t *testing.T) {
 	}
 }
 
+func TestPickMembers(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		obj  string
+		keys []string
+		want []string // "-" for nil
+		ok   bool
+	}{
+		{`{"a":1,"b":{"a":2},"c":"x"}`, []string{"c", "a", "z"}, []string{`"x"`, "1", "-"}, true},
+		{`{"a":1,"a":[2]}`, []string{"a"}, []string{"[2]"}, true},
+		{`{"\u0061":1,"b\"":2}`, []string{"a", `b"`}, []string{"1", "2"}, true},
+		{`{}`, []string{"a"}, []string{"-"}, true},
+		{`{"a":1,"b" 2}`, []string{"a", "b"}, []string{"1", "-"}, false},
+		{`[1]`, []string{"a"}, []string{"-"}, false},
+		{``, []string{"a"}, []string{"-"}, false},
+		{`{"a":1,"b":2,"c":3,"d":4,"e":5,"f":6}`, []string{"a", "b", "c", "d", "e", "f"}, []string{"1", "2", "3", "4", "5"}, true},
+	} {
+		vals, ok := pickMembers([]byte(tc.obj), tc.keys...)
+		var got []string
+		for i := range min(len(tc.keys), maxPicked) {
+			if vals[i] == nil {
+				got = append(got, "-")
+			} else {
+				got = append(got, string(vals[i]))
+			}
+		}
+		if ok != tc.ok || strings.Join(got, "|") != strings.Join(tc.want, "|") {
+			t.Errorf("pickMembers(%s, %q) = %q, %v; want %q, %v", tc.obj, tc.keys, got, ok, tc.want, tc.ok)
+		}
+	}
+	obj := []byte(`{"b":{},"c":2,"a":[1],"b":3}`)
+	vals, _ := pickMembers(obj, "a", "b", "c", "z")
+	if got := lastGiven(vals[:4]); got != 1 {
+		t.Errorf("lastGiven = %d, want 1 (the second b)", got)
+	}
+	if got := lastGiven(vals[2:4]); got != 0 {
+		t.Errorf("lastGiven of c and absent z = %d, want 0", got)
+	}
+	if got := lastGiven(vals[3:4]); got != -1 {
+		t.Errorf("lastGiven of absent z = %d, want -1", got)
+	}
+}
+
 func TestAppendUnescaped(t *testing.T) {
 	t.Parallel()
 	for _, raw := range []string{

@@ -70,14 +70,10 @@ func (f *fields) collect(obj []byte) bool {
 	m := objectMembers(obj)
 	var buf [64]byte
 	for {
-		key, esc, vs, ve, ok := m.next()
+		key, v, ok := m.nextDecoded(&buf)
 		if !ok {
 			break
 		}
-		if esc {
-			key = appendUnescaped(buf[:0], key)
-		}
-		v := obj[vs:ve]
 		switch string(key) {
 		case "model":
 			f.model = v
@@ -179,13 +175,13 @@ func parseOpenAI(api API, body []byte, out *Parsed) error {
 	case APIEmbeddings:
 		perr = parsePromptLike(f.input, "input", out)
 	case APIChatCompletions:
-		perr = parseChat(&f, out)
+		perr = parseMessages(&f, partsChat, out)
 	case APIResponses:
 		perr = parseResponses(&f, out)
 	case APIConversations:
 		perr = parseConversations(&f, out)
 	case APIMessages:
-		perr = parseAnthropic(&f, out)
+		perr = parseMessages(&f, partsAnthropic, out)
 	}
 	if perr != nil {
 		return perr
@@ -384,8 +380,10 @@ func truncate(v []byte) []byte {
 	return v
 }
 
-// parseChat reads chat completions messages (and tools).
-func parseChat(f *fields, out *Parsed) *Error {
+// parseMessages reads chat completions messages (mode partsChat) or an
+// Anthropic Messages request (mode partsAnthropic): tools, Anthropic's
+// system (a string or text blocks), then the messages.
+func parseMessages(f *fields, mode partMode, out *Parsed) *Error {
 	p := root("messages")
 	if err := nonEmptyArray(f.messages, p, "message"); err != nil {
 		return err
@@ -393,8 +391,21 @@ func parseChat(f *fields, out *Parsed) *Error {
 	if err := optionalKind(f.tools, root("tools"), kindArray, msgArray); err != nil {
 		return err
 	}
-	r := newRenderer(len(f.messages), countElements(f.messages)+1)
+	anthropic := mode == partsAnthropic
+	var r renderer
+	if anthropic {
+		r = newRenderer(len(f.messages)+len(f.system), countElements(f.messages)+2)
+	} else {
+		r = newRenderer(len(f.messages), countElements(f.messages)+1)
+	}
 	r.tools(f.tools)
+	if anthropic && !isNull(f.system) {
+		r.beginConst("system")
+		if err := r.content(f.system, root("system"), partsSystem, false); err != nil {
+			return err
+		}
+		r.end(true)
+	}
 	it := arrayElements(f.messages)
 	for i := 0; ; i++ {
 		msg, ok := it.next()
@@ -405,47 +416,24 @@ func parseChat(f *fields, out *Parsed) *Error {
 		if kindOf(msg) != kindObject {
 			return mp.typeErr(msgObject, msg)
 		}
-		var role, content, toolCalls, functionCall []byte
-		m := objectMembers(msg)
-		for {
-			key, esc, vs, ve, ok := m.next()
-			if !ok {
-				break
-			}
-			switch {
-			case keyIs(key, esc, "role"):
-				role = msg[vs:ve]
-			case keyIs(key, esc, "content"):
-				content = msg[vs:ve]
-			case keyIs(key, esc, "tool_calls"):
-				toolCalls = msg[vs:ve]
-			case keyIs(key, esc, "function_call"):
-				functionCall = msg[vs:ve]
-			}
-		}
-		if m.bad {
+		v, ok := pickMembers(msg, "role", "content", "tool_calls", "function_call")
+		if !ok {
 			return errInvalidJSON()
 		}
+		role, content, toolCalls, functionCall := v[0], v[1], v[2], v[3]
 		if err := requiredString(role, mp.key("role")); err != nil {
 			return err
 		}
 		r.begin(role)
-		// Null or absent content is allowed: assistant messages carrying
-		// tool_calls, and older clients, send it.
-		if err := r.content(content, mp.key("content"), partsChat, false); err != nil {
+		// Anthropic requires content. Chat allows it null or absent:
+		// assistant messages carrying tool_calls, and older clients, send it.
+		if err := r.content(content, mp.key("content"), mode, anthropic); err != nil {
 			return err
 		}
-		if err := optionalKind(toolCalls, mp.key("tool_calls"), kindArray, msgArray); err != nil {
-			return err
-		}
-		if !isNull(toolCalls) {
-			r.addPart([]byte("tool_calls"), toolCalls)
-		}
-		if err := optionalKind(functionCall, mp.key("function_call"), kindObject, msgObject); err != nil {
-			return err
-		}
-		if !isNull(functionCall) {
-			r.addPart([]byte("function_call"), functionCall)
+		if !anthropic {
+			if err := r.chatCalls(toolCalls, functionCall, mp); err != nil {
+				return err
+			}
 		}
 		r.end(true)
 	}
@@ -453,6 +441,24 @@ func parseChat(f *fields, out *Parsed) *Error {
 		return errInvalidJSON()
 	}
 	r.finish(&out.Prompt)
+	return nil
+}
+
+// chatCalls checks and renders a chat message's tool_calls and
+// function_call.
+func (r *renderer) chatCalls(toolCalls, functionCall []byte, mp fpath) *Error {
+	if err := optionalKind(toolCalls, mp.key("tool_calls"), kindArray, msgArray); err != nil {
+		return err
+	}
+	if !isNull(toolCalls) {
+		r.addPart([]byte("tool_calls"), toolCalls)
+	}
+	if err := optionalKind(functionCall, mp.key("function_call"), kindObject, msgObject); err != nil {
+		return err
+	}
+	if !isNull(functionCall) {
+		r.addPart([]byte("function_call"), functionCall)
+	}
 	return nil
 }
 
@@ -525,25 +531,11 @@ func (r *renderer) items(v []byte, p fpath) *Error {
 		if kindOf(item) != kindObject {
 			return ip.typeErr(msgObject, item)
 		}
-		var typ, role, content []byte
-		m := objectMembers(item)
-		for {
-			key, esc, vs, ve, ok := m.next()
-			if !ok {
-				break
-			}
-			switch {
-			case keyIs(key, esc, "type"):
-				typ = item[vs:ve]
-			case keyIs(key, esc, "role"):
-				role = item[vs:ve]
-			case keyIs(key, esc, "content"):
-				content = item[vs:ve]
-			}
-		}
-		if m.bad {
+		v, ok := pickMembers(item, "type", "role", "content")
+		if !ok {
 			return errInvalidJSON()
 		}
+		typ, role, content := v[0], v[1], v[2]
 		if err := optionalKind(typ, ip.key("type"), kindString, msgString); err != nil {
 			return err
 		}
@@ -569,68 +561,6 @@ func (r *renderer) items(v []byte, p fpath) *Error {
 	if it.bad {
 		return errInvalidJSON()
 	}
-	return nil
-}
-
-// parseAnthropic reads an Anthropic Messages request: tools, system
-// (a string or text blocks), then messages.
-func parseAnthropic(f *fields, out *Parsed) *Error {
-	p := root("messages")
-	if err := nonEmptyArray(f.messages, p, "message"); err != nil {
-		return err
-	}
-	if err := optionalKind(f.tools, root("tools"), kindArray, msgArray); err != nil {
-		return err
-	}
-	r := newRenderer(len(f.messages)+len(f.system), countElements(f.messages)+2)
-	r.tools(f.tools)
-	if !isNull(f.system) {
-		r.beginConst("system")
-		if err := r.content(f.system, root("system"), partsSystem, false); err != nil {
-			return err
-		}
-		r.end(true)
-	}
-	it := arrayElements(f.messages)
-	for i := 0; ; i++ {
-		msg, ok := it.next()
-		if !ok {
-			break
-		}
-		mp := p.idx(i)
-		if kindOf(msg) != kindObject {
-			return mp.typeErr(msgObject, msg)
-		}
-		var role, content []byte
-		m := objectMembers(msg)
-		for {
-			key, esc, vs, ve, ok := m.next()
-			if !ok {
-				break
-			}
-			switch {
-			case keyIs(key, esc, "role"):
-				role = msg[vs:ve]
-			case keyIs(key, esc, "content"):
-				content = msg[vs:ve]
-			}
-		}
-		if m.bad {
-			return errInvalidJSON()
-		}
-		if err := requiredString(role, mp.key("role")); err != nil {
-			return err
-		}
-		r.begin(role)
-		if err := r.content(content, mp.key("content"), partsAnthropic, true); err != nil {
-			return err
-		}
-		r.end(true)
-	}
-	if it.bad {
-		return errInvalidJSON()
-	}
-	r.finish(&out.Prompt)
 	return nil
 }
 

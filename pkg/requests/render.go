@@ -277,6 +277,24 @@ func (r *renderer) content(v []byte, p fpath, mode partMode, required bool) *Err
 	return p.typeErr("must be a string or an array of content parts", v)
 }
 
+// mediaKeys name the members of chat content parts that carry media; the
+// parser type-checks the one given last.
+var mediaKeys = [...]string{"image_url", "input_audio", "video_url"}
+
+// lastGiven returns the index of the value that starts last in the
+// object, of which the values are sub-slices as pickMembers returns them,
+// or -1 when all are nil. Sub-slices share their object's end, so the one
+// starting last has the least capacity.
+func lastGiven(vals [][]byte) int {
+	last := -1
+	for i, v := range vals {
+		if v != nil && (last < 0 || cap(v) < cap(vals[last])) {
+			last = i
+		}
+	}
+	return last
+}
+
 // parts renders an array of content parts.
 func (r *renderer) parts(v []byte, p fpath, mode partMode) *Error {
 	it := arrayElements(v)
@@ -289,31 +307,11 @@ func (r *renderer) parts(v []byte, p fpath, mode partMode) *Error {
 		if kindOf(part) != kindObject {
 			return pp.typeErr(msgObject, part)
 		}
-		var typ, text, payload []byte
-		var payloadKey string
-		m := objectMembers(part)
-		for {
-			key, esc, vs, ve, ok := m.next()
-			if !ok {
-				break
-			}
-			val := part[vs:ve]
-			switch {
-			case keyIs(key, esc, "type"):
-				typ = val
-			case keyIs(key, esc, "text"):
-				text = val
-			case mode == partsChat && keyIs(key, esc, "image_url"):
-				payload, payloadKey = val, "image_url"
-			case mode == partsChat && keyIs(key, esc, "input_audio"):
-				payload, payloadKey = val, "input_audio"
-			case mode == partsChat && keyIs(key, esc, "video_url"):
-				payload, payloadKey = val, "video_url"
-			}
-		}
-		if m.bad {
+		v, ok := pickMembers(part, "type", "text", mediaKeys[0], mediaKeys[1], mediaKeys[2])
+		if !ok {
 			return errInvalidJSON()
 		}
+		typ, text := v[0], v[1]
 		if isNull(typ) {
 			return pp.key("type").err(msgRequired)
 		}
@@ -334,8 +332,12 @@ func (r *renderer) parts(v []byte, p fpath, mode partMode) *Error {
 			r.addText(text)
 			continue
 		}
-		if payloadKey != "" && !isNull(payload) && kindOf(payload) != kindObject {
-			return pp.key(payloadKey).typeErr(msgObject, payload)
+		if mode == partsChat {
+			// The media member given last must be an object.
+			media := v[2:5]
+			if i := lastGiven(media); i >= 0 && !isNull(media[i]) && kindOf(media[i]) != kindObject {
+				return pp.key(mediaKeys[i]).typeErr(msgObject, media[i])
+			}
 		}
 		r.addPart(typName, part)
 	}

@@ -39,7 +39,7 @@ type SSEScanner struct {
 	have     bool
 	done     bool
 	// Anthropic counts, accumulated over message_start and message_delta.
-	anthInput, anthCacheRead, anthCacheCreation, anthOutput int
+	anth usageFields
 }
 
 // Feed reads the next chunk of the stream. The scanner keeps no reference
@@ -180,47 +180,21 @@ func (s *SSEScanner) line(l []byte) {
 
 // event handles one JSON data payload.
 func (s *SSEScanner) event(obj []byte) {
-	var typ, usage, response, message []byte
-	m := objectMembers(obj)
-	for {
-		key, esc, vs, ve, ok := m.next()
-		if !ok {
-			break
-		}
-		switch {
-		case keyIs(key, esc, "type"):
-			typ = obj[vs:ve]
-		case keyIs(key, esc, "usage"):
-			usage = obj[vs:ve]
-		case keyIs(key, esc, "response"):
-			response = obj[vs:ve]
-		case keyIs(key, esc, "message"):
-			message = obj[vs:ve]
-		}
-	}
+	// line checked that obj is valid JSON.
+	v, _ := pickMembers(obj, "type", "usage", "response", "message")
+	typ, usage, response, message := v[0], v[1], v[2], v[3]
 	switch string(typ) {
 	case `"message_start"`:
 		f := readUsage(member(message, "usage"))
 		if f.any() {
-			s.anthInput, s.anthCacheRead, s.anthCacheCreation, s.anthOutput = f.input, f.cacheRead, f.cacheCreation, f.output
+			s.anth = f
 			s.setAnthropic()
 		}
 		return
 	case `"message_delta"`:
 		f := readUsage(usage)
 		if f.any() {
-			if f.hasInput {
-				s.anthInput = f.input
-			}
-			if f.hasCacheRead {
-				s.anthCacheRead = f.cacheRead
-			}
-			if f.hasCacheCreation {
-				s.anthCacheCreation = f.cacheCreation
-			}
-			if f.hasOutput {
-				s.anthOutput = f.output
-			}
+			s.anth.update(&f)
 			s.setAnthropic()
 		}
 		return
@@ -240,7 +214,7 @@ func (s *SSEScanner) event(obj []byte) {
 		return
 	}
 	if f.anthropicShaped() {
-		s.usage = anthropicUsage(f.input, f.cacheRead, f.cacheCreation, f.output)
+		s.usage = f.anthropicUsage()
 	} else {
 		s.usage = f.openAIUsage()
 	}
@@ -249,6 +223,6 @@ func (s *SSEScanner) event(obj []byte) {
 
 // setAnthropic recomputes the usage from the Anthropic counts.
 func (s *SSEScanner) setAnthropic() {
-	s.usage = anthropicUsage(s.anthInput, s.anthCacheRead, s.anthCacheCreation, s.anthOutput)
+	s.usage = s.anth.anthropicUsage()
 	s.have = true
 }

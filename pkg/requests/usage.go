@@ -2,6 +2,7 @@ package requests
 
 import (
 	"math"
+	"slices"
 
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
@@ -10,27 +11,56 @@ import (
 // cannot overflow.
 const maxUsageCount = math.MaxInt32
 
+// The token counts a usage object may hold, as indexes into
+// usageFields.n and usageFields.has.
+const (
+	usePrompt = iota
+	useCompletion
+	useTotal
+	useInput
+	useOutput
+	useCacheRead
+	useCacheCreation
+	numUsageCounts
+)
+
+// usageNames are the member names of the counts, by index.
+var usageNames = [numUsageCounts]string{
+	usePrompt:        "prompt_tokens",
+	useCompletion:    "completion_tokens",
+	useTotal:         "total_tokens",
+	useInput:         "input_tokens",
+	useOutput:        "output_tokens",
+	useCacheRead:     "cache_read_input_tokens",
+	useCacheCreation: "cache_creation_input_tokens",
+}
+
 // usageFields are the token counts found in one usage object.
 type usageFields struct {
-	prompt, completion, total          int
-	input, output                      int
-	cacheRead, cacheCreation, cached   int
-	hasPrompt, hasCompletion, hasTotal bool
-	hasInput, hasOutput                bool
-	hasCacheRead, hasCacheCreation     bool
-	hasCached                          bool
+	// n holds each count read (0 when absent); has says which were.
+	n   [numUsageCounts]int
+	has [numUsageCounts]bool
+	// cached is the first cached_tokens found in a details object.
+	cached    int
+	hasCached bool
 }
 
 // any reports whether the object held any token count.
-func (u *usageFields) any() bool {
-	return u.hasPrompt || u.hasCompletion || u.hasTotal || u.hasInput || u.hasOutput ||
-		u.hasCacheRead || u.hasCacheCreation
-}
+func (u *usageFields) any() bool { return slices.Contains(u.has[:], true) }
 
 // anthropicShaped reports whether the counts use Anthropic's names for
 // cache reads (whose input_tokens exclude cached tokens).
 func (u *usageFields) anthropicShaped() bool {
-	return (u.hasCacheRead || u.hasCacheCreation) && !u.hasPrompt && !u.hasTotal
+	return (u.has[useCacheRead] || u.has[useCacheCreation]) && !u.has[usePrompt] && !u.has[useTotal]
+}
+
+// update replaces the counts that f holds.
+func (u *usageFields) update(f *usageFields) {
+	for i, has := range f.has {
+		if has {
+			u.n[i], u.has[i] = f.n[i], true
+		}
+	}
 }
 
 // count reads a non-negative integer count; anything else is ignored.
@@ -48,65 +78,53 @@ func readUsage(v []byte) (u usageFields) {
 		return u
 	}
 	m := objectMembers(v)
+	var buf [64]byte
 	for {
-		key, esc, vs, ve, ok := m.next()
+		key, val, ok := m.nextDecoded(&buf)
 		if !ok {
 			break
 		}
-		val := v[vs:ve]
-		var buf [64]byte
-		if esc {
-			key = appendUnescaped(buf[:0], key)
-		}
 		switch string(key) {
-		case "prompt_tokens":
-			u.prompt, u.hasPrompt = count(val)
-		case "completion_tokens":
-			u.completion, u.hasCompletion = count(val)
-		case "total_tokens":
-			u.total, u.hasTotal = count(val)
-		case "input_tokens":
-			u.input, u.hasInput = count(val)
-		case "output_tokens":
-			u.output, u.hasOutput = count(val)
-		case "cache_read_input_tokens":
-			u.cacheRead, u.hasCacheRead = count(val)
-		case "cache_creation_input_tokens":
-			u.cacheCreation, u.hasCacheCreation = count(val)
 		case "prompt_tokens_details", "input_tokens_details", "prompt_token_details":
 			// prompt_token_details is the (misspelt) name GIE v1.5 reads.
 			if n, ok := count(member(val, "cached_tokens")); ok && !u.hasCached {
 				u.cached, u.hasCached = n, true
+			}
+			continue
+		}
+		for i, name := range usageNames {
+			if string(key) == name {
+				u.n[i], u.has[i] = count(val)
+				break
 			}
 		}
 	}
 	return u
 }
 
+// either returns count a when present, else count b (0 when absent).
+func (u *usageFields) either(a, b int) int {
+	if u.has[a] {
+		return u.n[a]
+	}
+	return u.n[b]
+}
+
 // openAIUsage converts OpenAI (prompt_tokens, ...) or Responses API
 // (input_tokens, ...) counts; the OpenAI names win when both are present.
 // A missing total is the sum of prompt and completion.
 func (u *usageFields) openAIUsage() scheduling.Usage {
-	var out scheduling.Usage
-	switch {
-	case u.hasPrompt:
-		out.PromptTokens = u.prompt
-	case u.hasInput:
-		out.PromptTokens = u.input
-	}
-	switch {
-	case u.hasCompletion:
-		out.CompletionTokens = u.completion
-	case u.hasOutput:
-		out.CompletionTokens = u.output
+	out := scheduling.Usage{
+		PromptTokens:     u.either(usePrompt, useInput),
+		CompletionTokens: u.either(useCompletion, useOutput),
+		CachedTokens:     u.cached,
 	}
 	out.TotalTokens = out.PromptTokens + out.CompletionTokens
-	if u.hasTotal {
-		out.TotalTokens = u.total
+	if u.has[useTotal] {
+		out.TotalTokens = u.n[useTotal]
 	}
-	out.CachedTokens = u.cached
-	if !u.hasCached && u.hasCacheRead {
-		out.CachedTokens = u.cacheRead
+	if !u.hasCached && u.has[useCacheRead] {
+		out.CachedTokens = u.n[useCacheRead]
 	}
 	return out
 }
@@ -115,13 +133,13 @@ func (u *usageFields) openAIUsage() scheduling.Usage {
 // tokens are input_tokens plus cache reads plus cache writes (Anthropic's
 // input_tokens count only the uncached part), cached tokens are the cache
 // reads, and the total is prompt plus completion.
-func anthropicUsage(input, cacheRead, cacheCreation, output int) scheduling.Usage {
-	prompt := input + cacheRead + cacheCreation
+func (u *usageFields) anthropicUsage() scheduling.Usage {
+	prompt := u.n[useInput] + u.n[useCacheRead] + u.n[useCacheCreation]
 	return scheduling.Usage{
 		PromptTokens:     prompt,
-		CompletionTokens: output,
-		TotalTokens:      prompt + output,
-		CachedTokens:     cacheRead,
+		CompletionTokens: u.n[useOutput],
+		TotalTokens:      prompt + u.n[useOutput],
+		CachedTokens:     u.n[useCacheRead],
 	}
 }
 
@@ -149,26 +167,13 @@ func ParseUsage(body []byte) (u scheduling.Usage, ok bool) {
 	if kindOf(obj) != kindObject {
 		return u, false
 	}
-	var usage, typ []byte
-	m := objectMembers(obj)
-	for {
-		key, esc, vs, ve, ok := m.next()
-		if !ok {
-			break
-		}
-		switch {
-		case keyIs(key, esc, "usage"):
-			usage = obj[vs:ve]
-		case keyIs(key, esc, "type"):
-			typ = obj[vs:ve]
-		}
-	}
-	f := readUsage(usage)
+	v, _ := pickMembers(obj, "usage", "type")
+	f := readUsage(v[0])
 	if !f.any() {
 		return u, false
 	}
-	if string(typ) == `"message"` || f.anthropicShaped() {
-		return anthropicUsage(f.input, f.cacheRead, f.cacheCreation, f.output), true
+	if string(v[1]) == `"message"` || f.anthropicShaped() {
+		return f.anthropicUsage(), true
 	}
 	return f.openAIUsage(), true
 }

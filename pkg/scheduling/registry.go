@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sort"
 	"strings"
+
+	"github.com/switchyard-ai/switchyard/pkg/internal/suggest"
 )
 
 // Stability says how settled a plugin's type, parameters and behaviour are.
@@ -106,7 +108,7 @@ func Closest(word string, candidates []string, n int) []string {
 	limit := max(1, len(word)/3)
 	lw := strings.ToLower(word)
 	for _, c := range candidates {
-		if d := editDistance(lw, strings.ToLower(c)); d <= limit {
+		if d := suggest.Distance(lw, strings.ToLower(c)); d <= limit {
 			cands = append(cands, cand{c, d})
 		}
 	}
@@ -116,25 +118,4 @@ func Closest(word string, candidates []string, n int) []string {
 		out = append(out, cands[i].s)
 	}
 	return out
-}
-
-// editDistance is the Levenshtein distance between a and b.
-func editDistance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

@@ -2,7 +2,6 @@ package server
 
 import (
 	"context"
-	"crypto/sha256"
 	"crypto/tls"
 	"errors"
 	"fmt"
@@ -35,6 +34,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/datastore/endpointsfile"
 	"github.com/switchyard-ai/switchyard/pkg/datastore/scrape"
 	"github.com/switchyard-ai/switchyard/pkg/extproc"
+	"github.com/switchyard-ai/switchyard/pkg/internal/filewatch"
 	"github.com/switchyard-ai/switchyard/pkg/metrics"
 	"github.com/switchyard-ai/switchyard/pkg/plugins"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/datalayer/coremetrics"
@@ -145,7 +145,7 @@ type Server struct {
 	certs                          *tlsutil.Reloader
 	extHealth                      *grpchealth.Server // --health-checking on the ext_proc port
 	draining                       atomic.Bool
-	cfgSum                         atomic.Value // [32]byte: sha256 of the configuration file last read
+	cfgSum                         atomic.Value // [32]byte: filewatch.Sum of the configuration file last read
 }
 
 // New loads the configuration and the endpoints and binds the listeners,
@@ -266,7 +266,7 @@ func (s *Server) load(prev *generation) (*generation, error) {
 		if data, err = os.ReadFile(s.cfg.ConfigFile); err == nil {
 			// The watcher compares against what was loaded, so an edit
 			// made before it starts is not missed.
-			s.cfgSum.Store(sha256.Sum256(data))
+			s.cfgSum.Store(filewatch.Sum(data))
 			loaded, err = config.Load(data, opts)
 		}
 	case s.cfg.ConfigText != "":
@@ -565,21 +565,16 @@ func (s *Server) updatePoolMetrics() {
 // the directory, so editors' atomic renames and Kubernetes ConfigMap
 // symlink swaps are seen.
 func (s *Server) watchConfig(ctx context.Context) {
-	sum, _ := s.cfgSum.Load().([32]byte)
-	w, err := newFileWatcher(s.cfg.ConfigFile, sum, 100*time.Millisecond)
+	opts := filewatch.Options{Debounce: 100 * time.Millisecond, Poll: 10 * time.Second, Logger: s.log.WithValues("file", s.cfg.ConfigFile)}
+	if sum, ok := s.cfgSum.Load().([32]byte); ok {
+		opts.Initial = &sum
+	}
+	err := filewatch.Run(ctx, []string{s.cfg.ConfigFile}, opts, func() {
+		s.log.V(1).Info("Configuration file changed", "file", filepath.Clean(s.cfg.ConfigFile))
+		_ = s.Reload()
+	})
 	if err != nil {
 		s.log.Error(err, "Cannot watch the configuration file; hot reload is off", "file", s.cfg.ConfigFile)
-		return
-	}
-	defer w.Close()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-w.Changed():
-			s.log.V(1).Info("Configuration file changed", "file", filepath.Clean(s.cfg.ConfigFile))
-			_ = s.Reload()
-		}
 	}
 }
 

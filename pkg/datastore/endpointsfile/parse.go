@@ -1,18 +1,15 @@
 package endpointsfile
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"math"
-	"slices"
-	"sort"
 	"strconv"
 	"strings"
 
-	"sigs.k8s.io/yaml"
-
 	"github.com/switchyard-ai/switchyard/pkg/datastore"
+	"github.com/switchyard-ai/switchyard/pkg/internal/suggest"
+	"github.com/switchyard-ai/switchyard/pkg/internal/yamldoc"
 )
 
 // Field names of an endpoint entry, in the order the documentation lists
@@ -34,33 +31,19 @@ func Parse(data []byte) ([]datastore.EndpointSpec, error) {
 }
 
 func decode(data []byte, errs *datastore.ErrorList) []datastore.EndpointSpec {
-	if len(bytes.TrimSpace(data)) == 0 {
-		errs.Add("", "the file is empty; write `endpoints: []` for an empty pool")
-		return nil
-	}
-	if line := secondDocument(data); line > 0 {
-		errs.Add("", "a second YAML document starts at line %d; an endpoints file holds exactly one", line)
-		return nil
-	}
-	jsonData, err := yaml.YAMLToJSONStrict(data)
-	if err != nil {
-		errs.Add("", "not valid YAML: %s", yamlMessage(err))
-		return nil
-	}
-	var root any
-	dec := json.NewDecoder(bytes.NewReader(jsonData))
-	dec.UseNumber()
-	if err := dec.Decode(&root); err != nil {
-		errs.Add("", "not valid YAML: %v", err)
-		return nil
-	}
-	if root == nil {
-		errs.Add("", "the file is empty; write `endpoints: []` for an empty pool")
+	root, problem := yamldoc.Decode(data, yamldoc.Rules{
+		Empty:      "the file is empty; write `endpoints: []` for an empty pool",
+		Check:      checkDocuments,
+		Strict:     true,
+		NotDecoded: "not valid YAML",
+	})
+	if problem != "" {
+		errs.Add("", "%s", problem)
 		return nil
 	}
 	obj, ok := root.(map[string]any)
 	if !ok {
-		errs.Add("", "expected an object with an endpoints list, got %s", typeName(root))
+		errs.Add("", "expected an object with an endpoints list, got %s", yamldoc.TypeName(root))
 		return nil
 	}
 	d := decoder{errs: errs, bad: map[string]bool{}}
@@ -75,7 +58,7 @@ func decode(data []byte, errs *datastore.ErrorList) []datastore.EndpointSpec {
 	}
 	list, ok := raw.([]any)
 	if !ok {
-		errs.Add("endpoints", "expected a list, got %s", typeName(raw))
+		errs.Add("endpoints", "expected a list, got %s", yamldoc.TypeName(raw))
 		return nil
 	}
 	specs := make([]datastore.EndpointSpec, len(list))
@@ -96,6 +79,14 @@ func decode(data []byte, errs *datastore.ErrorList) []datastore.EndpointSpec {
 		return nil
 	}
 	return specs
+}
+
+// checkDocuments refuses a second YAML document.
+func checkDocuments(data []byte) string {
+	if line := secondDocument(data); line > 0 {
+		return fmt.Sprintf("a second YAML document starts at line %d; an endpoints file holds exactly one", line)
+	}
+	return ""
 }
 
 // secondDocument returns the line where a second, non-empty YAML document
@@ -130,36 +121,6 @@ func secondDocument(data []byte) int {
 	return 0
 }
 
-// yamlMessage makes a YAML library error read as one line.
-func yamlMessage(err error) string {
-	msg := strings.TrimPrefix(err.Error(), "error converting YAML to JSON: ")
-	msg = strings.TrimPrefix(msg, "yaml: ")
-	msg = strings.TrimPrefix(msg, "unmarshal errors:\n  ")
-	msg = strings.ReplaceAll(msg, "\n  ", "; ")
-	if strings.Contains(msg, "unsupported value: NaN") || strings.Contains(msg, "unsupported value: +Inf") || strings.Contains(msg, "unsupported value: -Inf") {
-		return "a number is .nan or .inf; every number must be finite"
-	}
-	return msg
-}
-
-func typeName(v any) string {
-	switch v.(type) {
-	case nil:
-		return "null"
-	case string:
-		return "a string"
-	case json.Number:
-		return "a number"
-	case bool:
-		return "a boolean"
-	case []any:
-		return "a list"
-	case map[string]any:
-		return "an object"
-	}
-	return fmt.Sprintf("%T", v)
-}
-
 type decoder struct {
 	errs *datastore.ErrorList
 	// bad holds the paths that failed to decode.
@@ -188,14 +149,7 @@ func (d decoder) covered(path string) bool {
 }
 
 func (d decoder) keys(path string, obj map[string]any, allowed ...string) {
-	var unknown []string
-	for k := range obj {
-		if !slices.Contains(allowed, k) {
-			unknown = append(unknown, k)
-		}
-	}
-	sort.Strings(unknown)
-	for _, k := range unknown {
+	for _, k := range yamldoc.UnknownKeys(obj, allowed) {
 		msg := fmt.Sprintf("unknown field %q", k)
 		if s := closest(k, allowed); s != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", s)
@@ -229,7 +183,7 @@ func keyPath(path, k string) string {
 func (d decoder) entry(path string, v any, sp *datastore.EndpointSpec) {
 	obj, ok := v.(map[string]any)
 	if !ok {
-		d.fail(path, "expected an object, got %s", typeName(v))
+		d.fail(path, "expected an object, got %s", yamldoc.TypeName(v))
 		return
 	}
 	d.keys(path, obj, entryFields...)
@@ -248,7 +202,7 @@ func (d decoder) entry(path string, v any, sp *datastore.EndpointSpec) {
 		lp := path + ".labels"
 		lo, ok := raw.(map[string]any)
 		if !ok {
-			d.fail(lp, "expected an object of label keys and values, got %s", typeName(raw))
+			d.fail(lp, "expected an object of label keys and values, got %s", yamldoc.TypeName(raw))
 			return
 		}
 		sp.Labels = make(map[string]string, len(lo))
@@ -259,7 +213,7 @@ func (d decoder) entry(path string, v any, sp *datastore.EndpointSpec) {
 				if lv != nil {
 					hint = fmt.Sprintf(" (quote it: \"%v\")", lv)
 				}
-				d.fail(fmt.Sprintf("%s[%q]", lp, k), "expected a string, got %s%s", typeName(lv), hint)
+				d.fail(fmt.Sprintf("%s[%q]", lp, k), "expected a string, got %s%s", yamldoc.TypeName(lv), hint)
 				continue
 			}
 			sp.Labels[k] = s
@@ -275,7 +229,7 @@ func (d decoder) str(path string, obj map[string]any, key string, dst *string) {
 	}
 	s, ok := v.(string)
 	if !ok {
-		d.fail(path, "expected a string, got %s", typeName(v))
+		d.fail(path, "expected a string, got %s", yamldoc.TypeName(v))
 		return
 	}
 	*dst = s
@@ -289,7 +243,7 @@ func (d decoder) int(path string, obj map[string]any, key string, dst *int) bool
 	}
 	n, ok := v.(json.Number)
 	if !ok {
-		d.fail(path, "expected an integer, got %s", typeName(v))
+		d.fail(path, "expected an integer, got %s", yamldoc.TypeName(v))
 		return false
 	}
 	i, err := n.Int64()
@@ -309,36 +263,19 @@ func (d decoder) int(path string, obj map[string]any, key string, dst *int) bool
 	return true
 }
 
-// closest returns the candidate within edit distance 2 of s, if any.
+// closest returns the candidate within edit distance 2 of s, if any,
+// ignoring case; words longer than 64 bytes get no suggestion.
 func closest(s string, candidates []string) string {
 	best, bestD := "", 3
+	ls := strings.ToLower(s)
 	for _, c := range candidates {
-		if dist := editDistance(strings.ToLower(s), strings.ToLower(c)); dist < bestD {
+		lc := strings.ToLower(c)
+		if len(ls) > 64 || len(lc) > 64 {
+			continue
+		}
+		if dist := suggest.Distance(ls, lc); dist < bestD {
 			best, bestD = c, dist
 		}
 	}
 	return best
-}
-
-func editDistance(a, b string) int {
-	if len(a) > 64 || len(b) > 64 {
-		return math.MaxInt32
-	}
-	prev := make([]int, len(b)+1)
-	cur := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
-	}
-	for i := 1; i <= len(a); i++ {
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev, cur = cur, prev
-	}
-	return prev[len(b)]
 }

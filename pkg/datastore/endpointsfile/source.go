@@ -7,16 +7,15 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"sync"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/switchyard-ai/switchyard/pkg/datastore"
 	"github.com/switchyard-ai/switchyard/pkg/datastore/internal/promreg"
+	"github.com/switchyard-ai/switchyard/pkg/internal/filewatch"
 )
 
 // MaxFileBytes bounds the size of an endpoints file.
@@ -104,59 +103,17 @@ func (s *Source) Load() error {
 // Run keeps the store in sync with the file until ctx is done. It watches
 // the file's directory (so that an atomic rename or a Kubernetes ConfigMap
 // symlink swap is seen), waits for events to settle (100 ms), and re-reads
-// the file; it also re-reads it every 10 s. Content that did not change is
-// ignored. A file that cannot be read or is invalid is refused with an
+// the file; it also re-reads it at once (an edit made since Load is not
+// missed) and every 10 s. Content that did not change is ignored. A file that cannot be read or is invalid is refused with an
 // error log and a failure count, and the last good endpoint set stays. If
 // Load did not succeed before, Run keeps trying on every change. Run
 // returns when ctx is done, after its watcher stopped.
 func (s *Source) Run(ctx context.Context) {
-	s.mu.Lock()
-	loaded := s.loaded
-	s.mu.Unlock()
-	if !loaded {
-		s.reloadLogged(false)
-	}
-	var events <-chan fsnotify.Event
-	var watchErrs <-chan error
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		s.log.Error(err, "Cannot watch the endpoints file; polling it", "interval", s.poll)
-	} else {
-		defer func() { _ = w.Close() }()
-		dir := filepath.Dir(s.path)
-		if err := w.Add(dir); err != nil {
-			s.log.Error(err, "Cannot watch the endpoints file's directory; polling it", "dir", dir, "interval", s.poll)
-		} else {
-			events, watchErrs = w.Events, w.Errors
-		}
-	}
-	settle := time.NewTimer(time.Hour)
-	settle.Stop()
-	defer settle.Stop()
-	poll := time.NewTicker(s.poll)
-	defer poll.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-events:
-			if !ok {
-				events = nil
-				continue
-			}
-			s.log.V(4).Info("File event", "event", ev.String())
-			settle.Reset(s.debounce)
-		case err, ok := <-watchErrs:
-			if !ok {
-				watchErrs = nil
-				continue
-			}
-			s.log.Error(err, "Watching the endpoints file")
-		case <-settle.C:
-			s.reloadLogged(false)
-		case <-poll.C:
-			s.reloadLogged(false)
-		}
+	// No Initial: the first check reloads, which is a no-op when the file
+	// still holds the content Load applied.
+	opts := filewatch.Options{Debounce: s.debounce, Poll: s.poll, Logger: s.log}
+	if err := filewatch.Run(ctx, []string{s.path}, opts, func() { s.reloadLogged(false) }); err != nil {
+		s.log.Error(err, "Cannot watch the endpoints file")
 	}
 }
 

@@ -86,7 +86,7 @@ func (f *fixture) run(t *testing.T) {
 		<-done
 	})
 	// Let the watch start before the test edits the file.
-	time.Sleep(50 * time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
 }
 
 func (f *fixture) names() []string {
@@ -113,8 +113,9 @@ func writeAtomic(t *testing.T, path, content string) {
 	require.NoError(t, os.Rename(tmp, path))
 }
 
-// pickup is how fast a change must reach the store.
-const pickup = time.Second
+// pickup bounds how long a change may take to reach the store; it is
+// usually ~100 ms, the margin is for loaded CI machines.
+const pickup = 5 * time.Second
 
 func TestLoad(t *testing.T) {
 	f := newFixture(t, fileAB)

@@ -15,9 +15,10 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fsnotify/fsnotify"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard-ai/switchyard/pkg/internal/filewatch"
 )
 
 // File names inside the certificate directory (the keys of a
@@ -153,44 +154,12 @@ func (r *Reloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error
 // cannot be watched, it logs the error and only re-reads the pair every
 // minute.
 func (r *Reloader) Run(ctx context.Context) {
-	var events <-chan fsnotify.Event
-	var errs <-chan error
-	if w, err := fsnotify.NewWatcher(); err != nil {
-		r.logger.Error(err, "cannot watch the certificate directory; polling it instead", "dir", r.dir, "interval", r.poll)
-	} else if err := w.Add(r.dir); err != nil {
-		_ = w.Close()
-		r.logger.Error(err, "cannot watch the certificate directory; polling it instead", "dir", r.dir, "interval", r.poll)
-	} else {
-		defer func() { _ = w.Close() }()
-		events, errs = w.Events, w.Errors
-	}
-	settle := time.NewTimer(time.Hour)
-	settle.Stop()
-	defer settle.Stop()
-	poll := time.NewTicker(r.poll)
-	defer poll.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-events:
-			if !ok {
-				events = nil
-				continue
-			}
-			r.logger.V(4).Info("certificate directory event", "event", ev.String())
-			settle.Reset(r.debounce)
-		case err, ok := <-errs:
-			if !ok {
-				errs = nil
-				continue
-			}
-			r.logger.Error(err, "certificate directory watch error", "dir", r.dir)
-		case <-settle.C:
-			r.Reload()
-		case <-poll.C:
-			r.Reload()
-		}
+	r.mu.Lock()
+	sum := filewatch.Sum(r.loadedCert, r.loadedKey)
+	r.mu.Unlock()
+	opts := filewatch.Options{Debounce: r.debounce, Poll: r.poll, Initial: &sum, Logger: r.logger.WithValues("dir", r.dir)}
+	if err := filewatch.Run(ctx, []string{r.certPath, r.keyPath}, opts, func() { r.Reload() }); err != nil {
+		r.logger.Error(err, "cannot watch the certificate directory", "dir", r.dir)
 	}
 }
 
