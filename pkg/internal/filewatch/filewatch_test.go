@@ -193,7 +193,8 @@ func TestRun(t *testing.T) {
 				return []string{filepath.Join(dir, "f")}
 			},
 			opts:   func(o *Options) { initial("a")(o); o.Poll = 20 * time.Millisecond },
-			change: func(t *testing.T, dir string) { write(t, filepath.Join(dir, "elsewhere", "real"), "b") },
+			// Atomic: a poll may otherwise see the truncated file in between.
+			change: func(t *testing.T, dir string) { writeAtomic(t, filepath.Join(dir, "elsewhere", "real"), "b") },
 			want:   1,
 		},
 		{
@@ -204,7 +205,7 @@ func TestRun(t *testing.T) {
 			opts: func(o *Options) { o.Poll = 20 * time.Millisecond },
 			change: func(t *testing.T, dir string) {
 				require.NoError(t, os.Mkdir(filepath.Join(dir, "later"), 0o755))
-				write(t, filepath.Join(dir, "later", "f"), "a")
+				writeAtomic(t, filepath.Join(dir, "later", "f"), "a")
 			},
 			initial: 1, want: 2,
 		},
