@@ -260,10 +260,14 @@ const maxPicked = 5
 // obj named keys[i] (JSON keeps the last of duplicate keys), nil when
 // there is none, matching keys by their decoded names ("mod\u0065l" is
 // "model"). ok is false when obj turned out not to be a well-formed
-// object; vals then hold what was read before the fault. Keys after the
-// first maxPicked are ignored. It allocates nothing unless a key with
-// escapes decodes to more than 64 bytes.
+// object; vals then hold what was read before the fault. Callers pass at
+// most maxPicked distinct keys (a programming error otherwise, so it
+// panics). It allocates nothing unless a key with escapes decodes to more
+// than 64 bytes.
 func pickMembers(obj []byte, keys ...string) (vals [maxPicked][]byte, ok bool) {
+	if len(keys) > maxPicked {
+		panic("requests: pickMembers takes at most maxPicked keys")
+	}
 	m := objectMembers(obj)
 	var buf [64]byte
 	for {
@@ -271,7 +275,7 @@ func pickMembers(obj []byte, keys ...string) (vals [maxPicked][]byte, ok bool) {
 		if !more {
 			break
 		}
-		for i, k := range keys[:min(len(keys), maxPicked)] {
+		for i, k := range keys {
 			if string(key) == k {
 				vals[i] = val
 				break

@@ -145,7 +145,7 @@ type Server struct {
 	certs                          *tlsutil.Reloader
 	extHealth                      *grpchealth.Server // --health-checking on the ext_proc port
 	draining                       atomic.Bool
-	cfgSum                         atomic.Value // [32]byte: filewatch.Sum of the configuration file last read
+	cfgRead                        atomic.Pointer[[32]byte] // filewatch.Sum of the configuration file last read; nil if it could not be read
 }
 
 // New loads the configuration and the endpoints and binds the listeners,
@@ -263,11 +263,15 @@ func (s *Server) load(prev *generation) (*generation, error) {
 	case s.cfg.ConfigFile != "":
 		what = s.cfg.ConfigFile
 		var data []byte
+		// The watcher compares the file with what was read here, so an
+		// edit made before it starts, or a file caught half-written, is
+		// not missed.
 		if data, err = os.ReadFile(s.cfg.ConfigFile); err == nil {
-			// The watcher compares against what was loaded, so an edit
-			// made before it starts is not missed.
-			s.cfgSum.Store(filewatch.Sum(data))
+			sum := filewatch.Sum(data)
+			s.cfgRead.Store(&sum)
 			loaded, err = config.Load(data, opts)
+		} else {
+			s.cfgRead.Store(nil)
 		}
 	case s.cfg.ConfigText != "":
 		what = "--config-text"
@@ -566,15 +570,17 @@ func (s *Server) updatePoolMetrics() {
 // symlink swaps are seen.
 func (s *Server) watchConfig(ctx context.Context) {
 	opts := filewatch.Options{Debounce: 100 * time.Millisecond, Poll: 10 * time.Second, Logger: s.log.WithValues("file", s.cfg.ConfigFile)}
-	if sum, ok := s.cfgSum.Load().([32]byte); ok {
-		opts.Initial = &sum
-	}
-	err := filewatch.Run(ctx, []string{s.cfg.ConfigFile}, opts, func() {
+	opts.Initial = s.cfgRead.Load()
+	err := filewatch.Run(ctx, []string{s.cfg.ConfigFile}, opts, func() ([32]byte, bool) {
 		s.log.V(1).Info("Configuration file changed", "file", filepath.Clean(s.cfg.ConfigFile))
 		_ = s.Reload()
+		if p := s.cfgRead.Load(); p != nil {
+			return *p, true
+		}
+		return [32]byte{}, false
 	})
 	if err != nil {
-		s.log.Error(err, "Cannot watch the configuration file; hot reload is off", "file", s.cfg.ConfigFile)
+		s.log.Error(err, "Cannot watch the configuration file; hot reload is off")
 	}
 }
 

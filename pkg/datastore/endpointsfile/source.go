@@ -112,9 +112,20 @@ func (s *Source) Run(ctx context.Context) {
 	// No Initial: the first check reloads, which is a no-op when the file
 	// still holds the content Load applied.
 	opts := filewatch.Options{Debounce: s.debounce, Poll: s.poll, Logger: s.log}
-	if err := filewatch.Run(ctx, []string{s.path}, opts, func() { s.reloadLogged(false) }); err != nil {
+	if err := filewatch.Run(ctx, []string{s.path}, opts, s.reloadForWatch); err != nil {
 		s.log.Error(err, "Cannot watch the endpoints file")
 	}
+}
+
+// reloadForWatch reloads and tells the watcher what was read.
+func (s *Source) reloadForWatch() ([32]byte, bool) {
+	s.reloadLogged(false)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.lastReadErr != "" || s.lastData == nil {
+		return [32]byte{}, false
+	}
+	return filewatch.Sum(s.lastData), true
 }
 
 func (s *Source) reloadLogged(force bool) {

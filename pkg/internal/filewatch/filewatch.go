@@ -22,6 +22,10 @@ const (
 	DefaultDebounce = 100 * time.Millisecond
 	// DefaultPoll is how often the files are hashed without an event.
 	DefaultPoll = 10 * time.Second
+	// MaxHashBytes is how much of a file is hashed; consumers refuse
+	// larger files anyway. Sum of content longer than this differs from
+	// what Run computes, which only costs one extra call.
+	MaxHashBytes = 64 << 20
 )
 
 // Options configures Run.
@@ -42,13 +46,21 @@ type Options struct {
 	Logger logr.Logger
 }
 
+// OnChange is called when the files' content changed. It re-reads the
+// files and returns the Sum of the content it actually read (ok true), or
+// ok false when it could not read them. Run compares the files with that
+// sum from then on, so a consumer that caught a file half-written is
+// called again until what it read is what the files hold.
+type OnChange func() (loaded [sha256.Size]byte, ok bool)
+
 // Run follows the files at paths until ctx is done, and calls onChange,
-// on Run's goroutine, each time their content settles on a new hash (see
-// the package documentation). A directory that cannot be watched is logged
-// and left to the poll. Run returns nil when ctx is done, after its
-// fsnotify watcher stopped; it returns an error at once only for bad
-// arguments.
-func Run(ctx context.Context, paths []string, opts Options, onChange func()) error {
+// on Run's goroutine, each time their content differs from what the
+// consumer last loaded (see the package documentation). A directory that
+// cannot be watched is logged and left to the poll, and a directory whose
+// watch was lost (deleted and recreated) is watched again at the next
+// poll. Run returns nil when ctx is done, after its fsnotify watcher
+// stopped; it returns an error at once only for bad arguments.
+func Run(ctx context.Context, paths []string, opts Options, onChange OnChange) error {
 	if len(paths) == 0 {
 		return errors.New("filewatch: no paths to watch")
 	}
@@ -71,25 +83,54 @@ func Run(ctx context.Context, paths []string, opts Options, onChange func()) err
 
 	var events <-chan fsnotify.Event
 	var watchErrs <-chan error
-	if w, err := watchDirs(paths, log, poll); err == nil {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		log.Error(err, "Cannot watch files; polling them", "interval", poll)
+	} else {
 		defer func() { _ = w.Close() }()
 		events, watchErrs = w.Events, w.Errors
 	}
+	dirs := parentDirs(paths)
+	unwatched := map[string]bool{} // directories logged as not watchable
+	rewatch := func() {
+		if w == nil {
+			return
+		}
+		watched := map[string]bool{}
+		for _, d := range w.WatchList() {
+			watched[d] = true
+		}
+		for _, d := range dirs {
+			if watched[d] {
+				continue
+			}
+			if err := w.Add(d); err != nil {
+				if !unwatched[d] {
+					unwatched[d] = true
+					log.Error(err, "Cannot watch a directory; polling it", "dir", d, "interval", poll)
+				}
+				continue
+			}
+			if unwatched[d] {
+				delete(unwatched, d)
+				log.Info("Watching a directory again", "dir", d)
+			}
+		}
+	}
+	rewatch()
 
 	last, known := [sha256.Size]byte{}, opts.Initial != nil
 	if known {
 		last = *opts.Initial
 	}
 	// A check is pending from the first event of a burst until the burst
-	// settles; the poll does not cut a burst short unless it has lasted a
-	// whole poll period (a directory that is never quiet).
+	// settles; the poll does not cut a burst short unless no check ran for
+	// a whole poll period (a directory that is never quiet).
 	check := time.NewTimer(0) // at once: the files may have changed already
 	defer check.Stop()
-	pending, pendingSince := true, time.Now()
+	pending, lastCheck := true, time.Now()
 	schedule := func(d time.Duration) {
-		if !pending {
-			pending, pendingSince = true, time.Now()
-		}
+		pending = true
 		check.Reset(d)
 	}
 	ticker := time.NewTicker(poll)
@@ -116,51 +157,40 @@ func Run(ctx context.Context, paths []string, opts Options, onChange func()) err
 			log.Error(err, "Watching files; checking them")
 			schedule(debounce)
 		case <-ticker.C:
-			if !pending || time.Since(pendingSince) >= poll {
+			rewatch()
+			if !pending || time.Since(lastCheck) >= poll {
 				schedule(0)
 			}
 		case <-check.C:
-			pending = false
+			pending, lastCheck = false, time.Now()
 			sum := hashFiles(paths)
 			if known && sum == last {
 				continue
 			}
-			last, known = sum, true
 			if ctx.Err() != nil {
 				return nil
 			}
-			onChange()
+			if loaded, ok := onChange(); ok {
+				last = loaded
+			} else {
+				last = sum // unreadable: wait for the files to change again
+			}
+			known = true
 		}
 	}
 }
 
-// watchDirs watches the distinct parent directories of paths. It fails
-// only if no directory could be watched.
-func watchDirs(paths []string, log logr.Logger, poll time.Duration) (*fsnotify.Watcher, error) {
-	w, err := fsnotify.NewWatcher()
-	if err != nil {
-		log.Error(err, "Cannot watch files; polling them", "interval", poll)
-		return nil, err
-	}
-	added := 0
+// parentDirs returns the distinct parent directories of paths, in order.
+func parentDirs(paths []string) []string {
+	var dirs []string
 	seen := make(map[string]bool, len(paths))
 	for _, p := range paths {
-		dir := filepath.Dir(p)
-		if seen[dir] {
-			continue
+		if d := filepath.Dir(p); !seen[d] {
+			seen[d] = true
+			dirs = append(dirs, d)
 		}
-		seen[dir] = true
-		if err = w.Add(dir); err != nil {
-			log.Error(err, "Cannot watch a directory; polling it", "dir", dir, "interval", poll)
-			continue
-		}
-		added++
 	}
-	if added == 0 {
-		_ = w.Close()
-		return nil, err
-	}
-	return w, nil
+	return dirs
 }
 
 // Sum returns the hash Run computes for files with these contents, in the
@@ -199,9 +229,16 @@ func hashFile(path string, buf []byte) ([sha256.Size]byte, error) {
 	}
 	defer func() { _ = f.Close() }()
 	h := sha256.New()
-	// Hide the file's WriteTo, which would ignore buf.
-	if _, err := io.CopyBuffer(h, struct{ io.Reader }{f}, buf); err != nil {
+	// Hide the file's WriteTo, which would ignore buf. A runaway file is
+	// hashed up to MaxHashBytes plus its size, not read whole each poll.
+	n, err := io.CopyBuffer(h, struct{ io.Reader }{io.LimitReader(f, MaxHashBytes)}, buf)
+	if err != nil {
 		return d, err
+	}
+	if n == MaxHashBytes {
+		if fi, err := f.Stat(); err == nil {
+			fmt.Fprintf(h, "\x00size=%d", fi.Size())
+		}
 	}
 	return sum(h), nil
 }

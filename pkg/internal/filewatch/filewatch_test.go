@@ -33,12 +33,75 @@ func watch(t *testing.T, paths []string, opts Options) *atomic.Int32 {
 	var n atomic.Int32
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- Run(ctx, paths, opts, func() { n.Add(1) }) }()
+	go func() {
+		done <- Run(ctx, paths, opts, func() ([32]byte, bool) {
+			n.Add(1)
+			return load(paths)
+		})
+	}()
 	t.Cleanup(func() {
 		cancel()
 		require.NoError(t, <-done)
 	})
 	return &n
+}
+
+// load reads the files as a consumer does and returns the Sum of what it
+// read.
+func load(paths []string) ([32]byte, bool) {
+	var contents [][]byte
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return [32]byte{}, false
+		}
+		contents = append(contents, b)
+	}
+	return Sum(contents...), true
+}
+
+// A consumer that read something other than what the files hold (it
+// caught a file half-written) is called again at the next check, even
+// though the files do not change any more.
+func TestConsumerThatReadAStaleFileIsCalledAgain(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "f")
+	write(t, p, "B")
+	var calls atomic.Int32
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() {
+		done <- Run(ctx, []string{p}, Options{Poll: 50 * time.Millisecond, Logger: testr.New(t)}, func() ([32]byte, bool) {
+			if calls.Add(1) == 1 {
+				return Sum([]byte("")), true // the truncated file
+			}
+			return load([]string{p})
+		})
+	}()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+	require.Eventually(t, func() bool { return calls.Load() == 2 }, 5*time.Second, 5*time.Millisecond)
+	time.Sleep(200 * time.Millisecond)
+	require.Equal(t, int32(2), calls.Load(), "settled once the consumer read the content")
+}
+
+// A watched directory that is deleted and recreated is watched again at
+// the next poll, and edits after the recreation are reported.
+func TestRecreatedDirectoryIsWatchedAgain(t *testing.T) {
+	root := t.TempDir()
+	dir := filepath.Join(root, "conf")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	p := filepath.Join(dir, "f")
+	write(t, p, "a")
+	n := watch(t, []string{p}, Options{Poll: 100 * time.Millisecond})
+	require.Eventually(t, func() bool { return n.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
+	require.NoError(t, os.RemoveAll(dir))
+	require.Eventually(t, func() bool { return n.Load() == 2 }, 5*time.Second, 5*time.Millisecond, "the deletion is reported")
+	require.NoError(t, os.Mkdir(dir, 0o755))
+	time.Sleep(400 * time.Millisecond) // a few polls: the directory is watched again
+	writeAtomic(t, p, "b")
+	require.Eventually(t, func() bool { return n.Load() == 3 }, 5*time.Second, 5*time.Millisecond)
 }
 
 func write(t *testing.T, path, content string) {
@@ -192,7 +255,7 @@ func TestRun(t *testing.T) {
 				require.NoError(t, os.Symlink(target, filepath.Join(dir, "f")))
 				return []string{filepath.Join(dir, "f")}
 			},
-			opts:   func(o *Options) { initial("a")(o); o.Poll = 20 * time.Millisecond },
+			opts: func(o *Options) { initial("a")(o); o.Poll = 20 * time.Millisecond },
 			// Atomic: a poll may otherwise see the truncated file in between.
 			change: func(t *testing.T, dir string) { writeAtomic(t, filepath.Join(dir, "elsewhere", "real"), "b") },
 			want:   1,
@@ -247,11 +310,11 @@ func initial(content string) func(o *Options) {
 }
 
 func TestRunArguments(t *testing.T) {
-	nop := func() {}
+	nop := func() ([32]byte, bool) { return [32]byte{}, false }
 	tests := []struct {
 		name     string
 		paths    []string
-		onChange func()
+		onChange OnChange
 		want     string
 	}{
 		{"no paths", nil, nop, "filewatch: no paths to watch"},
@@ -273,7 +336,10 @@ func TestRunStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- Run(ctx, []string{p}, Options{}, func() { time.Sleep(20 * time.Millisecond) })
+		done <- Run(ctx, []string{p}, Options{}, func() ([32]byte, bool) {
+			time.Sleep(20 * time.Millisecond)
+			return load([]string{p})
+		})
 	}()
 	time.Sleep(10 * time.Millisecond)
 	cancel()

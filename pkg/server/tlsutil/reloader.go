@@ -48,6 +48,8 @@ type Reloader struct {
 	loadedCert  []byte     // file contents of the pair being served
 	loadedKey   []byte
 	lastFailure [sha256.Size]byte // digest of the last refused input, reported once
+	readSum     [sha256.Size]byte // filewatch.Sum of the files the last Reload read
+	readOK      bool              // the last Reload could read both files
 
 	reloadOK, reloadFailed prometheus.Counter // nil without a Registerer
 	expiry                 prometheus.Gauge
@@ -158,7 +160,12 @@ func (r *Reloader) Run(ctx context.Context) {
 	sum := filewatch.Sum(r.loadedCert, r.loadedKey)
 	r.mu.Unlock()
 	opts := filewatch.Options{Debounce: r.debounce, Poll: r.poll, Initial: &sum, Logger: r.logger.WithValues("dir", r.dir)}
-	if err := filewatch.Run(ctx, []string{r.certPath, r.keyPath}, opts, func() { r.Reload() }); err != nil {
+	if err := filewatch.Run(ctx, []string{r.certPath, r.keyPath}, opts, func() ([32]byte, bool) {
+		r.Reload()
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.readSum, r.readOK
+	}); err != nil {
 		r.logger.Error(err, "cannot watch the certificate directory", "dir", r.dir)
 	}
 }
@@ -171,6 +178,7 @@ func (r *Reloader) Reload() bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	certPEM, keyPEM, err := r.read()
+	r.readSum, r.readOK = filewatch.Sum(certPEM, keyPEM), err == nil
 	if err == nil && bytes.Equal(certPEM, r.loadedCert) && bytes.Equal(keyPEM, r.loadedKey) {
 		return false // unchanged
 	}
