@@ -49,9 +49,8 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	fs.Float64Var(&f.traffic, "traffic", 0, "requests per second of built-in load with shared prompt prefixes (0: none)")
 	fs.DurationVar(&f.duration, "duration", 0, "stop after this long (0: until Ctrl-C)")
 	f.log.register(fs)
-	_ = fs.Set("v", "0")
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: epp demo [flags]\n\nStarts simulated vLLM servers on loopback, the EPP in standalone mode and a gateway,\nand shows how the EPP routes. Flags:\n")
+		fmt.Fprintf(stderr, "Usage: epp demo [flags]\n\nStarts simulated vLLM servers on loopback, the EPP in standalone mode and a gateway,\nand shows how the EPP routes. It logs errors only, unless -v is given. Flags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -60,6 +59,10 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		}
 		return 2
 	}
+	vSet := false
+	fs.Visit(func(fl *flag.Flag) { vSet = vSet || fl.Name == "v" || fl.Name == "zap-log-level" })
+	// Without -v the demo logs errors only, so the table stays readable.
+	f.log.errorsOnly = !vSet
 	if f.endpoints < 1 || f.endpoints > 64 {
 		fmt.Fprintf(stderr, "epp demo: --endpoints: must be 1..64, got %d\n", f.endpoints)
 		return 2

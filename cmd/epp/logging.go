@@ -16,6 +16,9 @@ import (
 // -v). Switchyard logs through logr with the funcr sink: --zap-encoder
 // json gives one JSON object per line, console a key=value line.
 type logFlags struct {
+	// errorsOnly logs errors and nothing else (the demo's default, so its
+	// table is not interleaved with lifecycle lines); not a flag.
+	errorsOnly bool
 	v          int
 	devel      bool
 	encoder    string
@@ -63,6 +66,9 @@ func (f *logFlags) logger(w io.Writer) (logr.Logger, error) {
 		return logr.Logger{}, fmt.Errorf("--zap-time-encoding: unknown encoding %q", f.timeEnc)
 	}
 	opts := funcr.Options{LogTimestamp: true, TimestampFormat: format, Verbosity: verbosity, LogCaller: funcr.None}
+	if f.errorsOnly {
+		opts.Verbosity = -1 // funcr: Info at V(0) is above -1, errors always log
+	}
 	var mu sync.Mutex
 	write := func(prefix, args string) {
 		mu.Lock()
