@@ -16,9 +16,14 @@ type FactoryCase struct {
 	// Params is the raw JSON given to the factory; "" passes nil, as when
 	// the configuration has no parameters key.
 	Params string
-	// WantErr is a substring the factory's error must contain; "" means the
-	// factory must succeed.
+	// WantErr is a substring the factory's error must contain; "" (and no
+	// WantErrs) means the factory must succeed.
 	WantErr string
+	// WantErrs are substrings the error must all contain, one per problem:
+	// the error must report exactly len(WantErrs) problems
+	// (scheduling.Errors), which checks that every problem is reported at
+	// once.
+	WantErrs []string
 	// Check, if not nil, inspects the plugin a successful case built (e.g.
 	// that a parameter took effect).
 	Check func(t *testing.T, p scheduling.Plugin)
@@ -40,6 +45,20 @@ func RunFactoryCases(t *testing.T, reg scheduling.Registration, cases []FactoryC
 				raw = json.RawMessage(tc.Params)
 			}
 			p, err := reg.Factory(FactoryName, raw, NewHandle(t))
+			if len(tc.WantErrs) > 0 {
+				if err == nil {
+					t.Fatalf("Factory(%s) succeeded, want errors %q", tc.Params, tc.WantErrs)
+				}
+				if got := len(scheduling.Errors(err)); got != len(tc.WantErrs) {
+					t.Errorf("Factory(%s) reported %d problems (%v), want %d", tc.Params, got, err, len(tc.WantErrs))
+				}
+				for _, w := range tc.WantErrs {
+					if !strings.Contains(err.Error(), w) {
+						t.Errorf("Factory(%s) error %q does not contain %q", tc.Params, err, w)
+					}
+				}
+				return
+			}
 			if tc.WantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.WantErr) {
 					t.Fatalf("Factory(%s) error = %v, want one containing %q", tc.Params, err, tc.WantErr)

@@ -6,6 +6,7 @@ package schedulingtest
 import (
 	"context"
 	"fmt"
+	"math"
 	"testing"
 	"time"
 
@@ -215,3 +216,26 @@ var (
 	_ scheduling.Scorer = (*FakeScorer)(nil)
 	_ scheduling.Picker = (*FakePicker)(nil)
 )
+
+// Scored returns endpoints named like Endpoints' with the given scores,
+// in order, for picker tests.
+func Scored(scores ...float64) []scheduling.ScoredEndpoint {
+	eps := Endpoints(len(scores), nil)
+	out := make([]scheduling.ScoredEndpoint, len(scores))
+	for i, e := range eps {
+		out[i] = scheduling.ScoredEndpoint{Endpoint: e, Score: scores[i]}
+	}
+	return out
+}
+
+// WithinBinomial fails unless count is within five standard deviations of
+// the binomial expectation n·p, for tests of random choices (with a fixed
+// seed they are deterministic; the margin keeps them valid for any seed).
+func WithinBinomial(t testing.TB, what string, count, n int, p float64) {
+	t.Helper()
+	mean := float64(n) * p
+	sd := math.Sqrt(float64(n) * p * (1 - p))
+	if math.Abs(float64(count)-mean) > 5*sd+1e-9 {
+		t.Errorf("%s: count %d, want %.0f ± %.0f", what, count, mean, 5*sd)
+	}
+}

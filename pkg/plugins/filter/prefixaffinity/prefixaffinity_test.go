@@ -24,72 +24,43 @@ func newFilter(t testing.TB, raw string) *Filter {
 	return pl.(*Filter)
 }
 
+// wantParams checks the filter's effective parameters.
+func wantParams(want Params) func(*testing.T, scheduling.Plugin) {
+	return func(t *testing.T, p scheduling.Plugin) {
+		if got := p.(*Filter).params; got != want {
+			t.Errorf("params = %+v, want %+v", got, want)
+		}
+	}
+}
+
 func TestParams(t *testing.T) {
 	def := DefaultParams()
-	tests := []struct {
-		name     string
-		raw      string
-		want     Params
-		wantErrs []string
-	}{
-		{name: "no parameters", raw: "", want: def},
-		{name: "null", raw: "null", want: def},
-		{name: "empty object", raw: "{}", want: def},
-		{name: "all keys", raw: `{"affinityThreshold": 0.99, "explorationProbability": 0, "maxTTFTPenaltyMs": 0, "ttftSource": "prefillThroughput", "peakPrefillThroughput": 8000}`,
-			want: Params{AffinityThreshold: 0.99, ExplorationProbability: 0, MaxTTFTPenaltyMs: 0, TTFTSource: TTFTSourcePrefillThroughput, PeakPrefillThroughput: 8000}},
-		{name: "threshold 0 disables", raw: `{"affinityThreshold": 0}`, want: Params{AffinityThreshold: 0, ExplorationProbability: 0.01, MaxTTFTPenaltyMs: 5000, TTFTSource: TTFTSourceNone, PeakPrefillThroughput: 15928}},
-		{name: "ttftSource none", raw: `{"ttftSource": "none"}`, want: def},
-		{name: "threshold above 1", raw: `{"affinityThreshold": 1.5}`, wantErrs: []string{"affinityThreshold: must be in [0, 1], got 1.5"}},
-		{name: "negative threshold", raw: `{"affinityThreshold": -0.1}`, wantErrs: []string{"affinityThreshold: must be in [0, 1], got -0.1"}},
-		{name: "exploration above 1", raw: `{"explorationProbability": 2}`, wantErrs: []string{"explorationProbability: must be in [0, 1], got 2"}},
-		{name: "negative exploration", raw: `{"explorationProbability": -1}`, wantErrs: []string{"explorationProbability: must be in [0, 1], got -1"}},
-		{name: "negative penalty", raw: `{"maxTTFTPenaltyMs": -5}`, wantErrs: []string{"maxTTFTPenaltyMs: must be >= 0, got -5"}},
-		{name: "zero throughput", raw: `{"peakPrefillThroughput": 0}`, wantErrs: []string{"peakPrefillThroughput: must be > 0, got 0"}},
-		{name: "unknown ttftSource", raw: `{"ttftSource": "prefill"}`, wantErrs: []string{`ttftSource: must be "none" or "prefillThroughput", got "prefill"`}},
-		{name: "empty ttftSource", raw: `{"ttftSource": ""}`, wantErrs: []string{`ttftSource: must be "none" or "prefillThroughput", got ""`}},
-		{name: "ttftSource is case-sensitive", raw: `{"ttftSource": "PrefillThroughput"}`, wantErrs: []string{`ttftSource: must be "none" or "prefillThroughput", got "PrefillThroughput"`}},
-		{name: "llm-d latencyPredictor needs a predictor", raw: `{"ttftSource": "latencyPredictor"}`,
-			wantErrs: []string{`ttftSource: "latencyPredictor" needs a latency predictor, which Switchyard does not have; use "none"`}},
-		{name: "ttftSource of the wrong type", raw: `{"ttftSource": 1}`, wantErrs: []string{"ttftSource: expected a string"}},
-		{name: "every problem at once", raw: `{"affinityThreshold": 2, "explorationProbability": -1, "maxTTFTPenaltyMs": -1, "ttftSource": "x", "peakPrefillThroughput": -1}`,
-			wantErrs: []string{"affinityThreshold:", "explorationProbability:", "maxTTFTPenaltyMs:", "ttftSource:", "peakPrefillThroughput:"}},
-		{name: "unknown key", raw: `{"threshold": 0.5}`, wantErrs: []string{`unknown field "threshold"`}},
-		{name: "llm-d penaltySource is not supported", raw: `{"penaltySource": "constant"}`, wantErrs: []string{`unknown field "penaltySource"`}},
-		{name: "wrong type", raw: `{"affinityThreshold": "high"}`, wantErrs: []string{"affinityThreshold: expected a number"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var raw json.RawMessage
-			if tt.raw != "" {
-				raw = json.RawMessage(tt.raw)
-			}
-			pl, err := Registration.Factory("affinity", raw, schedulingtest.NewHandle(t))
-			if len(tt.wantErrs) > 0 {
-				if err == nil {
-					t.Fatalf("no error, want %q", tt.wantErrs)
-				}
-				if got := len(scheduling.Errors(err)); got != len(tt.wantErrs) {
-					t.Errorf("got %d errors (%v), want %d", got, err, len(tt.wantErrs))
-				}
-				for _, w := range tt.wantErrs {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("error %q does not contain %q", err, w)
-					}
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("unexpected error: %v", err)
-			}
-			f := pl.(*Filter)
-			if f.params != tt.want {
-				t.Errorf("params = %+v, want %+v", f.params, tt.want)
-			}
-			if f.TypedName() != (scheduling.TypedName{Type: Type, Name: "affinity"}) {
-				t.Errorf("TypedName = %v", f.TypedName())
-			}
-		})
-	}
+	schedulingtest.RunFactoryCases(t, Registration, []schedulingtest.FactoryCase{
+		{Name: "no parameters", Params: "", Check: wantParams(def)},
+		{Name: "null", Params: "null", Check: wantParams(def)},
+		{Name: "empty object", Params: "{}", Check: wantParams(def)},
+		{Name: "all keys", Params: `{"affinityThreshold": 0.99, "explorationProbability": 0, "maxTTFTPenaltyMs": 0, "ttftSource": "prefillThroughput", "peakPrefillThroughput": 8000}`,
+			Check: wantParams(Params{AffinityThreshold: 0.99, ExplorationProbability: 0, MaxTTFTPenaltyMs: 0, TTFTSource: TTFTSourcePrefillThroughput, PeakPrefillThroughput: 8000})},
+		{Name: "threshold 0 disables", Params: `{"affinityThreshold": 0}`, Check: wantParams(Params{AffinityThreshold: 0, ExplorationProbability: 0.01, MaxTTFTPenaltyMs: 5000, TTFTSource: TTFTSourceNone, PeakPrefillThroughput: 15928})},
+		{Name: "ttftSource none", Params: `{"ttftSource": "none"}`, Check: wantParams(def)},
+		{Name: "threshold above 1", Params: `{"affinityThreshold": 1.5}`, WantErrs: []string{"affinityThreshold: must be in [0, 1], got 1.5"}},
+		{Name: "negative threshold", Params: `{"affinityThreshold": -0.1}`, WantErrs: []string{"affinityThreshold: must be in [0, 1], got -0.1"}},
+		{Name: "exploration above 1", Params: `{"explorationProbability": 2}`, WantErrs: []string{"explorationProbability: must be in [0, 1], got 2"}},
+		{Name: "negative exploration", Params: `{"explorationProbability": -1}`, WantErrs: []string{"explorationProbability: must be in [0, 1], got -1"}},
+		{Name: "negative penalty", Params: `{"maxTTFTPenaltyMs": -5}`, WantErrs: []string{"maxTTFTPenaltyMs: must be >= 0, got -5"}},
+		{Name: "zero throughput", Params: `{"peakPrefillThroughput": 0}`, WantErrs: []string{"peakPrefillThroughput: must be > 0, got 0"}},
+		{Name: "unknown ttftSource", Params: `{"ttftSource": "prefill"}`, WantErrs: []string{`ttftSource: must be "none" or "prefillThroughput", got "prefill"`}},
+		{Name: "empty ttftSource", Params: `{"ttftSource": ""}`, WantErrs: []string{`ttftSource: must be "none" or "prefillThroughput", got ""`}},
+		{Name: "ttftSource is case-sensitive", Params: `{"ttftSource": "PrefillThroughput"}`, WantErrs: []string{`ttftSource: must be "none" or "prefillThroughput", got "PrefillThroughput"`}},
+		{Name: "llm-d latencyPredictor needs a predictor", Params: `{"ttftSource": "latencyPredictor"}`,
+			WantErrs: []string{`ttftSource: "latencyPredictor" needs a latency predictor, which Switchyard does not have; use "none"`}},
+		{Name: "ttftSource of the wrong type", Params: `{"ttftSource": 1}`, WantErrs: []string{"ttftSource: expected a string"}},
+		{Name: "every problem at once", Params: `{"affinityThreshold": 2, "explorationProbability": -1, "maxTTFTPenaltyMs": -1, "ttftSource": "x", "peakPrefillThroughput": -1}`,
+			WantErrs: []string{"affinityThreshold:", "explorationProbability:", "maxTTFTPenaltyMs:", "ttftSource:", "peakPrefillThroughput:"}},
+		{Name: "unknown key", Params: `{"threshold": 0.5}`, WantErrs: []string{`unknown field "threshold"`}},
+		{Name: "llm-d penaltySource is not supported", Params: `{"penaltySource": "constant"}`, WantErrs: []string{`unknown field "penaltySource"`}},
+		{Name: "wrong type", Params: `{"affinityThreshold": "high"}`, WantErrs: []string{"affinityThreshold: expected a number"}},
+	})
 }
 
 func TestNew(t *testing.T) {

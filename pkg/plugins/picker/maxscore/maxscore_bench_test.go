@@ -2,6 +2,7 @@ package maxscore
 
 import (
 	"fmt"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling/schedulingtest"
 	"math/rand/v2"
 	"testing"
 
@@ -15,7 +16,7 @@ func benchScored(n int) []scheduling.ScoredEndpoint {
 		// Few distinct values, so there are ties to break.
 		scores[i] = float64(rng.IntN(10)) / 10
 	}
-	return scoredOf(scores...)
+	return schedulingtest.Scored(scores...)
 }
 
 func benchmarkPick(b *testing.B, max int) {

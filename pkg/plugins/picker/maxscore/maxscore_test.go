@@ -8,6 +8,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/internal/picktest"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling/schedulingtest"
 )
@@ -15,20 +16,7 @@ import (
 // TestFactory checks the registration's wiring; the parameters themselves
 // (decoding, defaults, validation) are tested in the internal pick package.
 func TestFactory(t *testing.T) {
-	schedulingtest.RunFactoryCases(t, Registration, append([]schedulingtest.FactoryCase{
-		{Name: "no parameters", Check: wantMax(1)},
-		{Name: "maxNumOfEndpoints", Params: `{"maxNumOfEndpoints": 3}`, Check: wantMax(3)},
-		{Name: "invalid", Params: `{"maxNumOfEndpoints": 0}`, WantErr: "maxNumOfEndpoints: must be >= 1, got 0"},
-	}, schedulingtest.DecodeErrorCases()...))
-}
-
-// wantMax checks the picker returns up to n endpoints.
-func wantMax(n int) func(*testing.T, scheduling.Plugin) {
-	return func(t *testing.T, p scheduling.Plugin) {
-		if got := p.(*Picker).Max; got != n {
-			t.Errorf("max = %d, want %d", got, n)
-		}
-	}
+	schedulingtest.RunFactoryCases(t, Registration, picktest.FactoryCases())
 }
 
 func TestNew(t *testing.T) {
@@ -45,16 +33,6 @@ func TestNew(t *testing.T) {
 	if p.TypedName().Name != Type {
 		t.Errorf("default name = %q, want %q", p.TypedName().Name, Type)
 	}
-}
-
-// scoredOf builds scored endpoints named ep-0, ep-1, … with the given scores.
-func scoredOf(scores ...float64) []scheduling.ScoredEndpoint {
-	eps := schedulingtest.Endpoints(len(scores), nil)
-	out := make([]scheduling.ScoredEndpoint, len(scores))
-	for i, e := range eps {
-		out[i] = scheduling.ScoredEndpoint{Endpoint: e, Score: scores[i]}
-	}
-	return out
 }
 
 func newPicker(t testing.TB, max int) *Picker {
@@ -99,7 +77,7 @@ func TestPick(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := newPicker(t, tt.max)
 			for range 50 { // ties must always resolve inside the allowed sets
-				res := p.Pick(t.Context(), &scheduling.Request{}, scoredOf(tt.scores...))
+				res := p.Pick(t.Context(), &scheduling.Request{}, schedulingtest.Scored(tt.scores...))
 				if res == nil {
 					t.Fatal("nil result")
 				}
@@ -143,7 +121,7 @@ func TestPickMatchesSort(t *testing.T) {
 		}
 		k := 1 + rng.IntN(n+2)
 		p := newPicker(t, k)
-		scored := scoredOf(scores...)
+		scored := schedulingtest.Scored(scores...)
 		res := p.Pick(t.Context(), nil, scored)
 
 		want := slices.Clone(scores)
@@ -174,17 +152,6 @@ func compare(a, b float64) int {
 		return 1
 	}
 	return 0
-}
-
-// within fails unless count is within five standard deviations of the
-// binomial expectation n·p. The seed is fixed, so the test is deterministic.
-func within(t *testing.T, what string, count, n int, p float64) {
-	t.Helper()
-	mean := float64(n) * p
-	sd := math.Sqrt(float64(n) * p * (1 - p))
-	if math.Abs(float64(count)-mean) > 5*sd+1e-9 {
-		t.Errorf("%s: count %d, want %.0f ± %.0f", what, count, mean, 5*sd)
-	}
 }
 
 func TestPickTiesUniform(t *testing.T) {
@@ -222,7 +189,7 @@ func TestPickTiesUniform(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := newPicker(t, tt.max)
-			template := scoredOf(tt.scores...)
+			template := schedulingtest.Scored(tt.scores...)
 			scored := make([]scheduling.ScoredEndpoint, len(template))
 			counts := map[string]int{}
 			for range trials {
@@ -236,7 +203,7 @@ func TestPickTiesUniform(t *testing.T) {
 				}
 			}
 			for outcome, prob := range tt.want {
-				within(t, outcome, counts[outcome], trials, prob)
+				schedulingtest.WithinBinomial(t, outcome, counts[outcome], trials, prob)
 			}
 		})
 	}
@@ -247,13 +214,13 @@ func TestPickTiesUniform(t *testing.T) {
 func TestPickLargeTie(t *testing.T) {
 	const n, trials = 50, 50000
 	p := newPicker(t, 1)
-	scored := scoredOf(make([]float64, n)...)
+	scored := schedulingtest.Scored(make([]float64, n)...)
 	counts := map[string]int{}
 	for range trials {
 		counts[p.Pick(t.Context(), nil, scored).Targets[0].Name()]++
 	}
 	for _, e := range scored {
-		within(t, e.Endpoint.Name(), counts[e.Endpoint.Name()], trials, 1./n)
+		schedulingtest.WithinBinomial(t, e.Endpoint.Name(), counts[e.Endpoint.Name()], trials, 1./n)
 	}
 }
 
@@ -262,7 +229,7 @@ func TestPickDeterministic(t *testing.T) {
 		p := newPicker(t, 2)
 		var out []string
 		for range 20 {
-			out = append(out, schedulingtest.Names(p.Pick(t.Context(), nil, scoredOf(0, 0, 0, 0, 0)).Targets)...)
+			out = append(out, schedulingtest.Names(p.Pick(t.Context(), nil, schedulingtest.Scored(0, 0, 0, 0, 0)).Targets)...)
 		}
 		return out
 	}
@@ -277,7 +244,7 @@ func TestPickConcurrent(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 200 {
-				if res := p.Pick(t.Context(), nil, scoredOf(0.5, 0.5, 0.1)); len(res.Targets) != 1 {
+				if res := p.Pick(t.Context(), nil, schedulingtest.Scored(0.5, 0.5, 0.1)); len(res.Targets) != 1 {
 					t.Errorf("got %d targets", len(res.Targets))
 				}
 			}

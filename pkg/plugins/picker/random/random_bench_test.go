@@ -2,6 +2,7 @@ package random
 
 import (
 	"fmt"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling/schedulingtest"
 	"testing"
 )
 
@@ -9,7 +10,7 @@ func benchmarkPick(b *testing.B, max int) {
 	for _, n := range []int{10, 100, 1000} {
 		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
 			p := newPicker(b, max)
-			scored := scoredOf(make([]float64, n)...)
+			scored := schedulingtest.Scored(make([]float64, n)...)
 			b.ReportAllocs()
 			for b.Loop() {
 				p.Pick(b.Context(), nil, scored)

@@ -1,12 +1,12 @@
 package random
 
 import (
-	"math"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 
+	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/internal/picktest"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling/schedulingtest"
 )
@@ -14,20 +14,7 @@ import (
 // TestFactory checks the registration's wiring; the parameters themselves
 // (decoding, defaults, validation) are tested in the internal pick package.
 func TestFactory(t *testing.T) {
-	schedulingtest.RunFactoryCases(t, Registration, append([]schedulingtest.FactoryCase{
-		{Name: "no parameters", Check: wantMax(1)},
-		{Name: "maxNumOfEndpoints", Params: `{"maxNumOfEndpoints": 2}`, Check: wantMax(2)},
-		{Name: "invalid", Params: `{"maxNumOfEndpoints": 0}`, WantErr: "maxNumOfEndpoints: must be >= 1, got 0"},
-	}, schedulingtest.DecodeErrorCases()...))
-}
-
-// wantMax checks the picker returns up to n endpoints.
-func wantMax(n int) func(*testing.T, scheduling.Plugin) {
-	return func(t *testing.T, p scheduling.Plugin) {
-		if got := p.(*Picker).Max; got != n {
-			t.Errorf("max = %d, want %d", got, n)
-		}
-	}
+	schedulingtest.RunFactoryCases(t, Registration, picktest.FactoryCases())
 }
 
 func TestNew(t *testing.T) {
@@ -39,15 +26,6 @@ func TestNew(t *testing.T) {
 	}
 }
 
-func scoredOf(scores ...float64) []scheduling.ScoredEndpoint {
-	eps := schedulingtest.Endpoints(len(scores), nil)
-	out := make([]scheduling.ScoredEndpoint, len(scores))
-	for i, e := range eps {
-		out[i] = scheduling.ScoredEndpoint{Endpoint: e, Score: scores[i]}
-	}
-	return out
-}
-
 func newPicker(t testing.TB, max int) *Picker {
 	t.Helper()
 	p, err := New(Type, Params{MaxNumOfEndpoints: max}, schedulingtest.NewHandle(t))
@@ -55,15 +33,6 @@ func newPicker(t testing.TB, max int) *Picker {
 		t.Fatal(err)
 	}
 	return p
-}
-
-func within(t *testing.T, what string, count, n int, p float64) {
-	t.Helper()
-	mean := float64(n) * p
-	sd := math.Sqrt(float64(n) * p * (1 - p))
-	if math.Abs(float64(count)-mean) > 5*sd+1e-9 {
-		t.Errorf("%s: count %d, want %.0f ± %.0f", what, count, mean, 5*sd)
-	}
 }
 
 func TestPick(t *testing.T) {
@@ -91,7 +60,7 @@ func TestPick(t *testing.T) {
 				}
 				return
 			}
-			template := scoredOf(tt.scores...)
+			template := schedulingtest.Scored(tt.scores...)
 			scored := make([]scheduling.ScoredEndpoint, n)
 			first := map[string]int{}
 			chosen := map[string]int{}
@@ -113,8 +82,8 @@ func TestPick(t *testing.T) {
 				}
 			}
 			for _, e := range schedulingtest.Endpoints(n, nil) {
-				within(t, "first "+e.Name(), first[e.Name()], trials, 1/float64(n))
-				within(t, "chosen "+e.Name(), chosen[e.Name()], trials, float64(tt.wantLen)/float64(n))
+				schedulingtest.WithinBinomial(t, "first "+e.Name(), first[e.Name()], trials, 1/float64(n))
+				schedulingtest.WithinBinomial(t, "chosen "+e.Name(), chosen[e.Name()], trials, float64(tt.wantLen)/float64(n))
 			}
 		})
 	}
@@ -124,7 +93,7 @@ func TestPick(t *testing.T) {
 func TestPickOrderedPairs(t *testing.T) {
 	const trials = 30000
 	p := newPicker(t, 2)
-	scored := scoredOf(0, 0, 0) // reordering it between picks is harmless
+	scored := schedulingtest.Scored(0, 0, 0) // reordering it between picks is harmless
 	counts := map[string]int{}
 	for range trials {
 		counts[strings.Join(schedulingtest.Names(p.Pick(t.Context(), nil, scored).Targets), ",")]++
@@ -133,7 +102,7 @@ func TestPickOrderedPairs(t *testing.T) {
 		t.Errorf("got %d distinct ordered pairs, want 6: %v", len(counts), counts)
 	}
 	for pair, c := range counts {
-		within(t, pair, c, trials, 1./6)
+		schedulingtest.WithinBinomial(t, pair, c, trials, 1./6)
 	}
 }
 
@@ -143,7 +112,7 @@ func TestPickConcurrent(t *testing.T) {
 	for range 8 {
 		wg.Go(func() {
 			for range 200 {
-				if res := p.Pick(t.Context(), nil, scoredOf(0, 0, 0)); len(res.Targets) != 2 {
+				if res := p.Pick(t.Context(), nil, schedulingtest.Scored(0, 0, 0)); len(res.Targets) != 2 {
 					t.Errorf("got %d targets", len(res.Targets))
 				}
 			}

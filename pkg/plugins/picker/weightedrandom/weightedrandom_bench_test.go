@@ -2,6 +2,7 @@ package weightedrandom
 
 import (
 	"fmt"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling/schedulingtest"
 	"math/rand/v2"
 	"testing"
 )
@@ -15,7 +16,7 @@ func benchmarkPick(b *testing.B, max int) {
 				scores[i] = rng.Float64() * 3 // three scorers of weight 1
 			}
 			p := newPicker(b, max)
-			scored := scoredOf(scores...)
+			scored := schedulingtest.Scored(scores...)
 			b.ReportAllocs()
 			for b.Loop() {
 				p.Pick(b.Context(), nil, scored)

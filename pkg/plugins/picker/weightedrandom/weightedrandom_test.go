@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/internal/picktest"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling/schedulingtest"
 )
@@ -14,20 +15,7 @@ import (
 // TestFactory checks the registration's wiring; the parameters themselves
 // (decoding, defaults, validation) are tested in the internal pick package.
 func TestFactory(t *testing.T) {
-	schedulingtest.RunFactoryCases(t, Registration, append([]schedulingtest.FactoryCase{
-		{Name: "no parameters", Check: wantMax(1)},
-		{Name: "maxNumOfEndpoints", Params: `{"maxNumOfEndpoints": 2}`, Check: wantMax(2)},
-		{Name: "invalid", Params: `{"maxNumOfEndpoints": 0}`, WantErr: "maxNumOfEndpoints: must be >= 1, got 0"},
-	}, schedulingtest.DecodeErrorCases()...))
-}
-
-// wantMax checks the picker returns up to n endpoints.
-func wantMax(n int) func(*testing.T, scheduling.Plugin) {
-	return func(t *testing.T, p scheduling.Plugin) {
-		if got := p.(*Picker).Max; got != n {
-			t.Errorf("max = %d, want %d", got, n)
-		}
-	}
+	schedulingtest.RunFactoryCases(t, Registration, picktest.FactoryCases())
 }
 
 func TestNew(t *testing.T) {
@@ -39,15 +27,6 @@ func TestNew(t *testing.T) {
 	}
 }
 
-func scoredOf(scores ...float64) []scheduling.ScoredEndpoint {
-	eps := schedulingtest.Endpoints(len(scores), nil)
-	out := make([]scheduling.ScoredEndpoint, len(scores))
-	for i, e := range eps {
-		out[i] = scheduling.ScoredEndpoint{Endpoint: e, Score: scores[i]}
-	}
-	return out
-}
-
 func newPicker(t testing.TB, max int) *Picker {
 	t.Helper()
 	p, err := New(Type, Params{MaxNumOfEndpoints: max}, schedulingtest.NewHandle(t))
@@ -55,17 +34,6 @@ func newPicker(t testing.TB, max int) *Picker {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// within fails unless count is within five standard deviations of the
-// binomial expectation n·p. The seed is fixed, so the test is deterministic.
-func within(t *testing.T, what string, count, n int, p float64) {
-	t.Helper()
-	mean := float64(n) * p
-	sd := math.Sqrt(float64(n) * p * (1 - p))
-	if math.Abs(float64(count)-mean) > 5*sd+1e-9 {
-		t.Errorf("%s: count %d, want %.0f ± %.0f", what, count, mean, 5*sd)
-	}
 }
 
 // successive returns the probability of drawing the ordered outcome (by
@@ -164,7 +132,7 @@ func TestPickDistribution(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			p := newPicker(t, tt.max)
-			template := scoredOf(tt.scores...)
+			template := schedulingtest.Scored(tt.scores...)
 			scored := make([]scheduling.ScoredEndpoint, len(template))
 			counts := map[string]int{}
 			for range trials {
@@ -178,7 +146,7 @@ func TestPickDistribution(t *testing.T) {
 				}
 			}
 			for outcome, prob := range tt.want {
-				within(t, outcome, counts[outcome], trials, prob)
+				schedulingtest.WithinBinomial(t, outcome, counts[outcome], trials, prob)
 			}
 		})
 	}
@@ -189,7 +157,7 @@ func TestPickEdgeCases(t *testing.T) {
 	if res := p.Pick(t.Context(), nil, nil); res == nil || len(res.Targets) != 0 {
 		t.Errorf("empty input: got %+v, want an empty result", res)
 	}
-	scored := scoredOf(0.2, 0, 0.9)
+	scored := schedulingtest.Scored(0.2, 0, 0.9)
 	before := slices.Clone(scored)
 	res := p.Pick(t.Context(), nil, scored)
 	if len(res.Targets) != 2 {
@@ -199,7 +167,7 @@ func TestPickEdgeCases(t *testing.T) {
 		t.Errorf("Pick modified its input: %v, was %v", scored, before)
 	}
 	one := newPicker(t, 1)
-	if got := one.Pick(t.Context(), nil, scoredOf(0)).Targets; len(got) != 1 || got[0].Name() != "ep-0" {
+	if got := one.Pick(t.Context(), nil, schedulingtest.Scored(0)).Targets; len(got) != 1 || got[0].Name() != "ep-0" {
 		t.Errorf("single zero-scored endpoint: got %v", schedulingtest.Names(got))
 	}
 }
@@ -209,7 +177,7 @@ func TestPickDeterministic(t *testing.T) {
 		p := newPicker(t, max)
 		var out []string
 		for range 20 {
-			out = append(out, schedulingtest.Names(p.Pick(t.Context(), nil, scoredOf(0.1, 0.5, 0.2, 0, 0.9)).Targets)...)
+			out = append(out, schedulingtest.Names(p.Pick(t.Context(), nil, schedulingtest.Scored(0.1, 0.5, 0.2, 0, 0.9)).Targets)...)
 		}
 		return out
 	}
@@ -227,7 +195,7 @@ func TestPickConcurrent(t *testing.T) {
 		for range 8 {
 			wg.Go(func() {
 				for range 200 {
-					if res := p.Pick(t.Context(), nil, scoredOf(0.5, 0, 0.1)); len(res.Targets) != max {
+					if res := p.Pick(t.Context(), nil, schedulingtest.Scored(0.5, 0, 0.1)); len(res.Targets) != max {
 						t.Errorf("got %d targets, want %d", len(res.Targets), max)
 					}
 				}

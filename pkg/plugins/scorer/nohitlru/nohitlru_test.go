@@ -8,7 +8,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 
@@ -29,60 +28,31 @@ func newScorer(t testing.TB, raw string) *Scorer {
 	return pl.(*Scorer)
 }
 
+// wantSize checks the scorer's LRU capacity.
+func wantSize(n int) func(*testing.T, scheduling.Plugin) {
+	return func(t *testing.T, p scheduling.Plugin) {
+		if got := p.(*Scorer).lru.cap; got != n {
+			t.Errorf("lruSize = %d, want %d", got, n)
+		}
+	}
+}
+
 func TestParams(t *testing.T) {
-	tests := []struct {
-		name     string
-		raw      string
-		wantSize int
-		wantErrs []string
-	}{
-		{name: "no parameters", raw: "", wantSize: 1024},
-		{name: "null", raw: "null", wantSize: 1024},
-		{name: "empty object", raw: "{}", wantSize: 1024},
-		{name: "llm-d keys", raw: `{"prefixPluginType": "prefix-cache-scorer", "prefixPluginName": "my-prefix", "lruSize": 16}`, wantSize: 16},
-		{name: "largest lruSize", raw: `{"lruSize": 1048576}`, wantSize: MaxLRUSize},
-		{name: "lruSize 0", raw: `{"lruSize": 0}`, wantErrs: []string{"lruSize: must be in [1, 1048576], got 0"}},
-		{name: "negative lruSize", raw: `{"lruSize": -3}`, wantErrs: []string{"lruSize: must be in [1, 1048576], got -3"}},
-		{name: "lruSize too large", raw: `{"lruSize": 1048577}`, wantErrs: []string{"lruSize: must be in [1, 1048576], got 1048577"}},
-		{name: "lruSize that would overflow", raw: `{"lruSize": 9223372036854775807}`, wantErrs: []string{"lruSize: must be in [1, 1048576], got 9223372036854775807"}},
-		{name: "unknown key", raw: `{"size": 3}`, wantErrs: []string{`unknown field "size"`}},
-		{name: "llm-d producer name is not supported", raw: `{"prefixMatchInfoProducerName": "p"}`, wantErrs: []string{`unknown field "prefixMatchInfoProducerName"`}},
-		{name: "wrong type", raw: `{"lruSize": "big"}`, wantErrs: []string{"lruSize: expected an integer"}},
-		{name: "wrong type for a name", raw: `{"prefixPluginName": 3}`, wantErrs: []string{"prefixPluginName: expected a string"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			var raw json.RawMessage
-			if tt.raw != "" {
-				raw = json.RawMessage(tt.raw)
-			}
-			pl, err := Registration.Factory("lru", raw, schedulingtest.NewHandle(t))
-			if len(tt.wantErrs) > 0 {
-				if err == nil {
-					t.Fatalf("no error, want %q", tt.wantErrs)
-				}
-				if got := len(scheduling.Errors(err)); got != len(tt.wantErrs) {
-					t.Errorf("got %d errors (%v), want %d", got, err, len(tt.wantErrs))
-				}
-				for _, w := range tt.wantErrs {
-					if !strings.Contains(err.Error(), w) {
-						t.Errorf("error %q does not contain %q", err, w)
-					}
-				}
-				return
-			}
-			if err != nil {
-				t.Fatalf("unexpected error: %v", err)
-			}
-			s := pl.(*Scorer)
-			if s.lru.cap != tt.wantSize {
-				t.Errorf("lruSize = %d, want %d", s.lru.cap, tt.wantSize)
-			}
-			if s.TypedName() != (scheduling.TypedName{Type: Type, Name: "lru"}) {
-				t.Errorf("TypedName = %v", s.TypedName())
-			}
-		})
-	}
+	schedulingtest.RunFactoryCases(t, Registration, []schedulingtest.FactoryCase{
+		{Name: "no parameters", Params: "", Check: wantSize(1024)},
+		{Name: "null", Params: "null", Check: wantSize(1024)},
+		{Name: "empty object", Params: "{}", Check: wantSize(1024)},
+		{Name: "llm-d keys", Params: `{"prefixPluginType": "prefix-cache-scorer", "prefixPluginName": "my-prefix", "lruSize": 16}`, Check: wantSize(16)},
+		{Name: "largest lruSize", Params: `{"lruSize": 1048576}`, Check: wantSize(MaxLRUSize)},
+		{Name: "lruSize 0", Params: `{"lruSize": 0}`, WantErrs: []string{"lruSize: must be in [1, 1048576], got 0"}},
+		{Name: "negative lruSize", Params: `{"lruSize": -3}`, WantErrs: []string{"lruSize: must be in [1, 1048576], got -3"}},
+		{Name: "lruSize too large", Params: `{"lruSize": 1048577}`, WantErrs: []string{"lruSize: must be in [1, 1048576], got 1048577"}},
+		{Name: "lruSize that would overflow", Params: `{"lruSize": 9223372036854775807}`, WantErrs: []string{"lruSize: must be in [1, 1048576], got 9223372036854775807"}},
+		{Name: "unknown key", Params: `{"size": 3}`, WantErrs: []string{`unknown field "size"`}},
+		{Name: "llm-d producer name is not supported", Params: `{"prefixMatchInfoProducerName": "p"}`, WantErrs: []string{`unknown field "prefixMatchInfoProducerName"`}},
+		{Name: "wrong type", Params: `{"lruSize": "big"}`, WantErrs: []string{"lruSize: expected an integer"}},
+		{Name: "wrong type for a name", Params: `{"prefixPluginName": 3}`, WantErrs: []string{"prefixPluginName: expected a string"}},
+	})
 }
 
 func TestNew(t *testing.T) {

@@ -169,6 +169,9 @@ type Base struct {
 	Rng *rand.Rand
 }
 
+// MaxEndpoints is the number of endpoints the picker returns at most.
+func (b *Base) MaxEndpoints() int { return b.Max }
+
 // NewBase validates p and returns the Base of a picker of the given type;
 // an empty name defaults to the type, and randomness comes from
 // h.Rand(name).
