@@ -15,7 +15,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
+	"github.com/switchyard-ai/switchyard/pkg/datastore"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/datalayer/metricssource"
 	"github.com/switchyard-ai/switchyard/pkg/server"
 )
@@ -27,7 +30,8 @@ type serveFlags struct {
 	metricsAuth, pprof                bool
 	poolName, poolNamespace, poolGrp  string
 	endpointSelector                  string
-	endpointTargetPorts               string
+	endpointTargetPorts               portList
+	kube                              kubeFlags
 	endpointsFile                     string
 	disableSubset                     bool
 	configFile, configText            string
@@ -58,11 +62,12 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.metricsPort, "metrics-port", 9090, "Prometheus metrics (and pprof) port; 0 disables")
 	fs.BoolVar(&f.metricsAuth, "metrics-endpoint-auth", true, "accepted for GIE compatibility; /metrics authentication needs Kubernetes mode and is not enforced in standalone mode")
 	fs.BoolVar(&f.pprof, "enable-pprof", d.EnablePprof, "serve /debug/pprof/ on the metrics port")
-	fs.StringVar(&f.poolName, "pool-name", "", "InferencePool name (Kubernetes mode); in standalone mode it names the pool in metrics")
+	fs.StringVar(&f.poolName, "pool-name", "", "InferencePool name (Kubernetes mode); with --endpoints-file it only names the pool in metrics")
 	fs.StringVar(&f.poolNamespace, "pool-namespace", "", "InferencePool namespace (default $NAMESPACE, then \"default\")")
 	fs.StringVar(&f.poolGrp, "pool-group", "inference.networking.k8s.io", "InferencePool API group")
 	fs.StringVar(&f.endpointSelector, "endpoint-selector", "", "pod label selector k=v[,k=v] (Kubernetes mode without the CRD)")
-	fs.StringVar(&f.endpointTargetPorts, "endpoint-target-ports", "", "target ports for --endpoint-selector")
+	fs.Var(&f.endpointTargetPorts, "endpoint-target-ports", "target ports for --endpoint-selector: comma-separated, or the flag repeated")
+	f.kube.register(fs)
 	fs.StringVar(&f.endpointsFile, "endpoints-file", "", "standalone mode: YAML file listing the endpoints (watched for changes)")
 	fs.BoolVar(&f.disableSubset, "disable-endpoint-subset-filter", false, "ignore the gateway's subset hint (envoy.lb.subset_hint)")
 	fs.StringVar(&f.configFile, "config-file", "", "EndpointPickerConfig file (watched and hot-reloaded)")
@@ -117,18 +122,22 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 	if f.configFile != "" && f.configText != "" {
 		errs = append(errs, "--config-file and --config-text are mutually exclusive")
 	}
-	if f.endpointsFile == "" {
-		switch {
-		case f.endpointSelector != "" || f.poolName != "":
-			errs = append(errs, "Kubernetes mode (--pool-name, --endpoint-selector) is not available in this build yet; use --endpoints-file (standalone mode)")
-		default:
-			errs = append(errs, "no endpoint source: give --endpoints-file FILE (standalone mode)")
-		}
-	} else if f.endpointSelector != "" {
+	kubeMode := f.endpointsFile == "" && (f.poolName != "" || f.endpointSelector != "")
+	switch {
+	case f.endpointsFile == "" && !kubeMode:
+		errs = append(errs, "no endpoint source: give --endpoints-file FILE (standalone mode), or --pool-name / --endpoint-selector (Kubernetes mode)")
+	case f.endpointsFile != "" && f.endpointSelector != "":
 		errs = append(errs, "--endpoints-file and --endpoint-selector are mutually exclusive")
+	case f.endpointsFile != "" && f.leaderElection:
+		errs = append(errs, "--ha-enable-leader-election needs Kubernetes mode (--pool-name or --endpoint-selector), not --endpoints-file")
+	case f.poolName != "" && f.endpointSelector != "":
+		errs = append(errs, "--pool-name and --endpoint-selector are mutually exclusive (GIE's InferencePool mode or its selector mode)")
 	}
-	if f.leaderElection {
-		errs = append(errs, "--ha-enable-leader-election needs Kubernetes mode, which is not available in this build yet")
+	if !kubeMode {
+		if len(f.endpointTargetPorts) > 0 {
+			errs = append(errs, "--endpoint-target-ports needs --endpoint-selector")
+		}
+		errs = append(errs, f.kube.standaloneErrors(set)...)
 	}
 	if f.refreshMetrics <= 0 || f.refreshProm <= 0 || f.staleness <= 0 {
 		errs = append(errs, "--refresh-metrics-interval, --refresh-prometheus-metrics-interval and --metrics-staleness-threshold must be positive")
@@ -155,12 +164,27 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 	if f.tracing && set["tracing"] {
 		logger.V(1).Info("--tracing: Switchyard exports no OpenTelemetry traces")
 	}
-	if f.msMetricsPort != 0 {
-		logger.Info("--model-server-metrics-port is deprecated; endpoints-file entries set metricsPort per endpoint", "port", f.msMetricsPort)
+	if f.msMetricsPort != 0 && !kubeMode {
+		logger.Info("--model-server-metrics-port is deprecated and applies to Kubernetes mode; endpoints-file entries set metricsPort per endpoint", "port", f.msMetricsPort)
 	}
 	pool := f.poolName
 	if pool == "" {
 		pool = "switchyard"
+	}
+	var (
+		src       func(*datastore.Store) (server.EndpointSource, error)
+		gatherers []prometheus.Gatherer
+	)
+	poolNamespace := f.poolNamespace
+	if kubeMode {
+		var err error
+		if src, poolNamespace, err = f.kubeSource(logger); err != nil {
+			return server.Config{}, err
+		}
+		if f.endpointSelector != "" {
+			pool = selectorPoolName()
+		}
+		gatherers = append(gatherers, ctrlmetrics.Registry)
 	}
 	cfg := server.Config{
 		GRPCAddr:                         net.JoinHostPort("", strconv.Itoa(f.grpcPort)),
@@ -173,8 +197,10 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 		ConfigFile:                       f.configFile,
 		ConfigText:                       f.configText,
 		EndpointsFile:                    f.endpointsFile,
+		Source:                           src,
+		Gatherers:                        gatherers,
 		PoolName:                         pool,
-		PoolNamespace:                    f.poolNamespace,
+		PoolNamespace:                    poolNamespace,
 		RefreshMetricsInterval:           f.refreshMetrics,
 		RefreshPrometheusMetricsInterval: f.refreshProm,
 		MetricsStalenessThreshold:        f.staleness,

@@ -14,13 +14,29 @@ func TestServeFlagErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"no endpoint source", nil, "no endpoint source: give --endpoints-file"},
-		{"kubernetes mode", []string{"--pool-name", "p", "--pool-namespace", "default"}, "Kubernetes mode (--pool-name, --endpoint-selector) is not available"},
+		{"no endpoint source", nil, "no endpoint source: give --endpoints-file FILE (standalone mode), or --pool-name / --endpoint-selector (Kubernetes mode)"},
+		{"no API server", []string{"--pool-name", "p", "--pool-namespace", "default"}, "Kubernetes mode needs an API server: give --kubeconfig, set $KUBECONFIG"},
+		{"missing kubeconfig", []string{"--pool-name", "p", "--kubeconfig", "testdata/no-such-kubeconfig"}, "--kubeconfig testdata/no-such-kubeconfig:"},
+		{"pool and selector", []string{"--pool-name", "p", "--endpoint-selector", "app=x"}, "--pool-name and --endpoint-selector are mutually exclusive"},
+		{"file and selector", []string{"--endpoints-file", "e.yaml", "--endpoint-selector", "app=x"}, "--endpoints-file and --endpoint-selector are mutually exclusive"},
+		{"leader election without kubernetes", []string{"--endpoints-file", "e.yaml", "--ha-enable-leader-election"}, "--ha-enable-leader-election needs Kubernetes mode"},
+		{"kubeconfig without kubernetes", []string{"--endpoints-file", "e.yaml", "--kubeconfig", "k"}, "--kubeconfig needs Kubernetes mode"},
+		{"target ports without selector", []string{"--endpoints-file", "e.yaml", "--endpoint-target-ports", "8000"}, "--endpoint-target-ports needs --endpoint-selector"},
+		{"bad target port", []string{"--endpoint-selector", "app=x", "--endpoint-target-ports", "80x"}, `invalid value "80x" for flag -endpoint-target-ports: "80x" is not a port number`},
+		{"bad selector", []string{"--endpoint-selector", "app in (", "--kubeconfig", "testdata/kubeconfig.yaml"}, "--endpoint-selector:"},
+		{"selector without ports", []string{"--endpoint-selector", "app=x", "--kubeconfig", "testdata/kubeconfig.yaml"}, "--endpoint-target-ports: needed with --endpoint-selector"},
+		{"port out of range", []string{"--endpoint-selector", "app=x", "--endpoint-target-ports", "8000,70000", "--kubeconfig", "testdata/kubeconfig.yaml"}, "--endpoint-target-ports[1]: 70000 is not a port (1..65535)"},
+		{"alpha pool group", []string{"--pool-name", "p", "--pool-group", "inference.networking.x-k8s.io", "--kubeconfig", "testdata/kubeconfig.yaml"}, "migrate the pool"},
+		{"lease timing", []string{"--pool-name", "p", "--ha-enable-leader-election", "--ha-lease-duration", "1s", "--kubeconfig", "testdata/kubeconfig.yaml"}, "need retry period (2s) < renew deadline (10s) < lease duration (1s)"},
 		{"both configs", []string{"--endpoints-file", "e.yaml", "--config-file", "a", "--config-text", "b"}, "--config-file and --config-text are mutually exclusive"},
 		{"bad port", []string{"--endpoints-file", "e.yaml", "--grpc-port", "70000"}, "--grpc-port: must be 0..65535, got 70000"},
 		{"bad encoder", []string{"--endpoints-file", "e.yaml", "--zap-encoder", "xml"}, "--zap-encoder: want json or console"},
 		{"unknown flag", []string{"--no-such-flag"}, "flag provided but not defined: -no-such-flag"},
 	}
+	// No ambient cluster configuration may leak into the cases.
+	t.Setenv("KUBECONFIG", "")
+	t.Setenv("HOME", t.TempDir())
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			var out, errOut bytes.Buffer

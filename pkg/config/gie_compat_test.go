@@ -2,10 +2,8 @@ package config_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"io/fs"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strconv"
@@ -15,6 +13,7 @@ import (
 	"github.com/stretchr/testify/require"
 	"sigs.k8s.io/yaml"
 
+	"github.com/switchyard-ai/switchyard/internal/testmod"
 	"github.com/switchyard-ai/switchyard/pkg/plugins"
 )
 
@@ -22,28 +21,11 @@ import (
 // configuration files are the compatibility target.
 const gieVersion = "v1.5.0"
 
-// downloadGIE fetches the GIE module into the module cache, from a
-// temporary directory so that our own go.mod (which requires GIE v1.6.x
-// for the API types) is not involved, and returns its directory.
+// downloadGIE fetches the GIE module (not the v1.6.x our go.mod requires
+// for the API types) and returns its directory.
 func downloadGIE(t *testing.T) string {
 	t.Helper()
-	tmp := t.TempDir()
-	require.NoError(t, os.WriteFile(filepath.Join(tmp, "go.mod"), []byte("module gie-download\n\ngo 1.26\n"), 0o644))
-	cmd := exec.Command("go", "mod", "download", "-json", "sigs.k8s.io/gateway-api-inference-extension@"+gieVersion)
-	cmd.Dir = tmp
-	cmd.Env = append(os.Environ(), "GOWORK=off", "GOFLAGS=-mod=mod")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	require.NoError(t, err, "go mod download: %s\n%s", stderr.String(), out)
-	var info struct {
-		Dir   string
-		Error string
-	}
-	require.NoError(t, json.Unmarshal(out, &info))
-	require.Empty(t, info.Error)
-	require.DirExists(t, info.Dir)
-	return info.Dir
+	return testmod.Dir(t, "sigs.k8s.io/gateway-api-inference-extension", gieVersion)
 }
 
 type gieConfig struct {

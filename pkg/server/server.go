@@ -71,6 +71,10 @@ type Config struct {
 	ConfigText string
 	// EndpointsFile is the standalone endpoint source (watched).
 	EndpointsFile string
+	// Source builds the endpoint source of Kubernetes mode (the
+	// InferencePool or --endpoint-selector watch) once the datastore
+	// exists. Exactly one of EndpointsFile and Source is set.
+	Source func(store *datastore.Store) (EndpointSource, error)
 	// PoolName and PoolNamespace name the pool in metrics.
 	PoolName      string
 	PoolNamespace string
@@ -98,6 +102,10 @@ type Config struct {
 	// Registry receives every metric; nil means a new one with the Go and
 	// process collectors.
 	Registry *prometheus.Registry
+	// Gatherers are more metric sources served on /metrics beside
+	// Registry (controller-runtime's registry in Kubernetes mode: work
+	// queue, API client and leader-election metrics).
+	Gatherers []prometheus.Gatherer
 }
 
 // Defaults returns GIE's defaults.
@@ -118,6 +126,30 @@ func Defaults() Config {
 	}
 }
 
+// EndpointSource keeps the datastore's endpoint set: it replaces the
+// endpoints as its source changes and marks the store synced once it has
+// read the whole pool (Store.SetSynced), which readiness waits for.
+type EndpointSource interface {
+	// Run feeds the store until ctx ends. An error means the source cannot
+	// go on (for example, leadership was lost) and stops the server.
+	Run(ctx context.Context) error
+	// Ready reports whether this replica may take traffic, apart from the
+	// sync: false while another replica leads.
+	Ready() bool
+	// Describe returns key/value pairs for the start-up log line.
+	Describe() []any
+}
+
+// fileSource is the standalone endpoints file as an EndpointSource.
+type fileSource struct {
+	*endpointsfile.Source
+	path string
+}
+
+func (f fileSource) Run(ctx context.Context) error { f.Source.Run(ctx); return nil }
+func (fileSource) Ready() bool                     { return true }
+func (f fileSource) Describe() []any               { return []any{"endpointsFile", f.path} }
+
 // generation is one loaded configuration.
 type generation struct {
 	loaded  *config.Loaded
@@ -133,7 +165,7 @@ type Server struct {
 	metrics  *metrics.Metrics
 	store    *datastore.Store
 	scraper  *scrape.Scraper
-	source   *endpointsfile.Source
+	source   EndpointSource
 	ext      *extproc.Server
 	gen      atomic.Pointer[generation]
 	reloadMu sync.Mutex // serializes reloads
@@ -176,8 +208,11 @@ func New(cfg Config) (*Server, error) {
 	if cfg.ConfigFile != "" && cfg.ConfigText != "" {
 		return nil, errors.New("--config-file and --config-text are mutually exclusive")
 	}
-	if cfg.EndpointsFile == "" {
-		return nil, errors.New("no endpoint source: give --endpoints-file (standalone mode); Kubernetes mode (--pool-name) is not available in this build yet")
+	switch {
+	case cfg.EndpointsFile == "" && cfg.Source == nil:
+		return nil, errors.New("no endpoint source: give --endpoints-file (standalone mode) or --pool-name / --endpoint-selector (Kubernetes mode)")
+	case cfg.EndpointsFile != "" && cfg.Source != nil:
+		return nil, errors.New("two endpoint sources: --endpoints-file and Kubernetes mode are mutually exclusive")
 	}
 	s := &Server{cfg: cfg, log: cfg.Logger, reg: cfg.Registry}
 	if s.log.GetSink() == nil {
@@ -201,9 +236,14 @@ func New(cfg Config) (*Server, error) {
 
 	s.store = datastore.New(datastore.Options{StalenessThreshold: cfg.MetricsStalenessThreshold, Logger: s.log.WithName("datastore")})
 	s.store.OnRemoved(s.forget)
-	s.source = endpointsfile.NewSource(cfg.EndpointsFile, s.store, s.log.WithName("endpoints-file"), s.reg)
-	if err := s.source.Load(); err != nil {
-		return nil, fmt.Errorf("endpoints file: %w", err)
+	if cfg.EndpointsFile != "" {
+		src := endpointsfile.NewSource(cfg.EndpointsFile, s.store, s.log.WithName("endpoints-file"), s.reg)
+		if err := src.Load(); err != nil {
+			return nil, fmt.Errorf("endpoints file: %w", err)
+		}
+		s.source = fileSource{Source: src, path: cfg.EndpointsFile}
+	} else if s.source, err = cfg.Source(s.store); err != nil {
+		return nil, fmt.Errorf("endpoint source: %w", err)
 	}
 	s.scraper, err = scrape.NewScraper(s.store, gen.scrape, scrape.Options{
 		Interval:   cfg.RefreshMetricsInterval,
@@ -412,7 +452,8 @@ func (s *Server) listen() error {
 	health.Register(s.healthSrv, s.checker)
 	if s.metricsLis != nil {
 		mux := http.NewServeMux()
-		mux.Handle("/metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{Registry: s.reg, ErrorHandling: promhttp.ContinueOnError}))
+		gatherers := append(prometheus.Gatherers{s.reg}, s.cfg.Gatherers...)
+		mux.Handle("/metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{Registry: s.reg, ErrorHandling: promhttp.ContinueOnError}))
 		mux.HandleFunc("/debug/endpoints", s.serveEndpoints)
 		if s.cfg.EnablePprof {
 			mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -435,9 +476,10 @@ func (s *Server) closeListeners() {
 }
 
 // ready is the readiness of the health service: the endpoint source has
-// loaded, and the server is not draining.
+// loaded the pool and lets this replica serve (it leads, with leader
+// election), and the server is not draining.
 func (s *Server) ready() bool {
-	return !s.draining.Load() && s.store.Snapshot().Synced
+	return !s.draining.Load() && s.store.Snapshot().Synced && s.source.Ready()
 }
 
 // GRPCAddr is the ext_proc listener's address.
@@ -472,7 +514,13 @@ func (s *Server) Run(ctx context.Context) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); f(ctx) }()
 	}
-	goLoop(s.source.Run)
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		if err := s.source.Run(ctx); err != nil {
+			errc <- fmt.Errorf("endpoint source: %w", err)
+		}
+	}()
 	goLoop(s.scraper.Run)
 	goLoop(s.poolMetricsLoop)
 	if s.cfg.ConfigFile != "" {
@@ -495,8 +543,9 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.metricsSrv != nil {
 		serve("metrics", func() error { return s.metricsSrv.Serve(s.metricsLis) })
 	}
-	s.log.Info("Switchyard serving", "extProc", s.GRPCAddr(), "secure", s.cfg.SecureServing, "health", s.HealthAddr(),
-		"metrics", s.MetricsAddr(), "endpointsFile", s.cfg.EndpointsFile, "configFile", s.cfg.ConfigFile)
+	kv := []any{"extProc", s.GRPCAddr(), "secure", s.cfg.SecureServing, "health", s.HealthAddr(),
+		"metrics", s.MetricsAddr(), "configFile", s.cfg.ConfigFile}
+	s.log.Info("Switchyard serving", append(kv, s.source.Describe()...)...)
 
 	var runErr error
 	select {

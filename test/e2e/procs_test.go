@@ -52,7 +52,14 @@ type proc struct {
 // startProc starts a binary of binDir; it is killed when the test ends.
 func startProc(t *testing.T, name, bin string, args ...string) *proc {
 	t.Helper()
+	return startProcEnv(t, name, bin, nil, args...)
+}
+
+// startProcEnv is startProc with more environment variables (KEY=value).
+func startProcEnv(t *testing.T, name, bin string, env []string, args ...string) *proc {
+	t.Helper()
 	p := &proc{name: name, cmd: exec.Command(filepath.Join(binDir, bin), args...), done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), env...)
 	pr, pw := io.Pipe()
 	p.cmd.Stdout, p.cmd.Stderr = pw, pw
 	if err := p.cmd.Start(); err != nil {

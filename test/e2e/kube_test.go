@@ -1,0 +1,343 @@
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	infv1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
+
+	"github.com/switchyard-ai/switchyard/internal/kubetest"
+	"github.com/switchyard-ai/switchyard/internal/testmod"
+	"github.com/switchyard-ai/switchyard/pkg/gateway"
+	"github.com/switchyard-ai/switchyard/pkg/modelsim"
+)
+
+var healthAddrRE = regexp.MustCompile(`"msg":"Switchyard serving".*"health":"([^"]+)"`)
+
+// healthOf checks a gRPC health service of an EPP process.
+func healthOf(t *testing.T, addr, service string) healthpb.HealthCheckResponse_ServingStatus {
+	t.Helper()
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	require.NoError(t, err)
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	resp, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+	if err != nil {
+		return healthpb.HealthCheckResponse_UNKNOWN
+	}
+	return resp.Status
+}
+
+func serving(t *testing.T, addr, service string) bool {
+	return healthOf(t, addr, service) == healthpb.HealthCheckResponse_SERVING
+}
+
+// Leader election (--ha-enable-leader-election) against a real API server,
+// with real processes: of two replicas exactly one is ready; when the
+// leader stops (SIGTERM: it releases the lease) or dies (SIGKILL: the lease
+// expires), the standby takes over within the lease duration.
+func TestLeaderElection(t *testing.T) {
+	env := kubetest.Start(t, kubetest.Options{})
+	ns := env.Namespace(t, "ha")
+	ctx := context.Background()
+	require.NoError(t, env.Client.Create(ctx, kubetest.Pool(ns, "pool", map[string]string{"app": "sim"}, 8000)))
+	env.CreatePod(t, kubetest.Pod{Name: "sim-0", Namespace: ns, IP: "127.10.4.1", Ready: true, Labels: map[string]string{"app": "sim"}})
+
+	const (
+		lease = 4 * time.Second
+		renew = 3 * time.Second
+		retry = 500 * time.Millisecond
+	)
+	replica := func(name string) (*proc, string) {
+		p := startProcEnv(t, name, "epp", []string{"NAMESPACE=" + ns, "POD_NAME=" + name},
+			"--pool-name", "pool", "--kubeconfig", env.Kubeconfig, "--ha-enable-leader-election",
+			"--ha-lease-duration", lease.String(), "--ha-renew-deadline", renew.String(), "--ha-retry-period", retry.String(),
+			"--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0", "--secure-serving=false",
+			"--zap-encoder", "json", "-v", "1")
+		return p, p.waitFor(t, healthAddrRE)
+	}
+	a, aHealth := replica("epp-a")
+	b, bHealth := replica("epp-b")
+	addrs := map[*proc]string{a: aHealth, b: bHealth}
+	readyOnes := func() []*proc {
+		var out []*proc
+		for p, h := range addrs {
+			if serving(t, h, "readiness") {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	var leader *proc
+	require.Eventually(t, func() bool {
+		r := readyOnes()
+		if len(r) == 1 {
+			leader = r[0]
+		}
+		return len(r) == 1
+	}, 30*time.Second, 50*time.Millisecond, "one replica becomes ready")
+	// And it stays so: the standby never turns ready while the leader lives.
+	for range 10 {
+		require.Len(t, readyOnes(), 1)
+		time.Sleep(100 * time.Millisecond)
+	}
+	for p, h := range addrs {
+		require.True(t, serving(t, h, "liveness"), "%s is live, leader or not", p.name)
+		if p != leader {
+			require.False(t, serving(t, h, "inference-extension"), "the standby's GIE probe service follows readiness")
+		}
+	}
+	standby := a
+	if leader == a {
+		standby = b
+	}
+	t.Logf("leader %s, standby %s", leader.name, standby.name)
+	require.NotEmpty(t, leader.jsonLogs("Leader elected: this replica serves"))
+
+	// Graceful stop: the lease is released, the standby takes over at once.
+	start := time.Now()
+	leader.stop(syscall.SIGTERM)
+	delete(addrs, leader)
+	require.Eventually(t, func() bool { return serving(t, addrs[standby], "readiness") }, lease, 20*time.Millisecond,
+		"the standby takes over within the lease duration after the leader stops")
+	t.Logf("takeover after SIGTERM: %s (lease duration %s)", time.Since(start).Round(time.Millisecond), lease)
+
+	// A new standby, then the leader dies without releasing the lease.
+	c, cHealth := replica("epp-c")
+	addrs[c] = cHealth
+	time.Sleep(2 * retry)
+	require.Len(t, readyOnes(), 1)
+	require.False(t, serving(t, cHealth, "readiness"))
+	start = time.Now()
+	standby.stop(syscall.SIGKILL)
+	delete(addrs, standby)
+	// The lease was renewed at most one retry period before the kill; it
+	// expires a lease duration after that, and the candidate notices within
+	// one more retry period.
+	require.Eventually(t, func() bool { return serving(t, cHealth, "readiness") }, lease+2*retry+time.Second, 20*time.Millisecond,
+		"the standby takes over once the dead leader's lease expires")
+	t.Logf("takeover after SIGKILL: %s (lease duration %s, retry period %s)", time.Since(start).Round(time.Millisecond), lease, retry)
+}
+
+// The Deployment arguments of GIE v1.5's Helm chart, rendered by helm from
+// the chart in the GIE v1.5.0 module, start Switchyard unchanged: same
+// args, same environment, the chart's plugin configuration file and its
+// InferencePool, against a real API server. Requests then flow.
+func TestGIEHelmChartDropIn(t *testing.T) {
+	env := kubetest.Start(t, kubetest.Options{})
+	ns := env.Namespace(t, "gie-chart")
+	helm := filepath.Join(kubetest.Assets(t), "helm")
+	if _, err := os.Stat(helm); err != nil {
+		t.Fatalf("helm is built by hack/test-binaries.sh: %v", err)
+	}
+	for _, port := range []int{9002, 9003, 9090} {
+		ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(port)))
+		require.NoError(t, err, "the chart gives no ports, so the EPP takes GIE's defaults 9002, 9003 and 9090; one is busy")
+		require.NoError(t, ln.Close())
+	}
+
+	// Render the chart as `helm install` would.
+	gie := testmod.Dir(t, kubetest.GIEModule, "v1.5.0")
+	charts := t.TempDir()
+	for _, c := range []string{"inferencepool", "epplib"} {
+		require.NoError(t, os.CopyFS(filepath.Join(charts, c), os.DirFS(filepath.Join(gie, "config", "charts", c))))
+	}
+	chart := filepath.Join(charts, "inferencepool")
+	helmEnv := append(os.Environ(), "HOME="+t.TempDir(), "HELM_CACHE_HOME="+t.TempDir(), "HELM_CONFIG_HOME="+t.TempDir(), "HELM_DATA_HOME="+t.TempDir())
+	runHelm := func(args ...string) []byte {
+		cmd := exec.Command(helm, args...)
+		cmd.Env = helmEnv
+		var stderr bytes.Buffer
+		cmd.Stderr = &stderr
+		out, err := cmd.Output()
+		require.NoError(t, err, "helm %s: %s", strings.Join(args, " "), stderr.String())
+		return out
+	}
+	// The chart's files are read-only in the module cache; the copy is not.
+	require.NoError(t, filepath.WalkDir(charts, func(p string, d os.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		return os.Chmod(p, map[bool]os.FileMode{true: 0o755, false: 0o644}[d.IsDir()])
+	}))
+	runHelm("dependency", "build", chart)
+	const release = "vllm-llama3-8b-instruct"
+	rendered := runHelm("template", release, chart, "--namespace", ns, "--set", "inferencePool.modelServers.matchLabels.app=vllm-llama3-8b-instruct")
+
+	var (
+		deploy  *appsv1.Deployment
+		pool    *infv1.InferencePool
+		plugins = map[string]string{}
+	)
+	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(rendered), 4096)
+	for {
+		var u unstructured.Unstructured
+		if err := dec.Decode(&u.Object); err == io.EOF {
+			break
+		} else {
+			require.NoError(t, err)
+		}
+		if u.Object == nil {
+			continue
+		}
+		data, err := json.Marshal(u.Object)
+		require.NoError(t, err)
+		switch u.GetKind() {
+		case "Deployment":
+			deploy = &appsv1.Deployment{}
+			require.NoError(t, json.Unmarshal(data, deploy))
+		case "InferencePool":
+			pool = &infv1.InferencePool{}
+			require.NoError(t, json.Unmarshal(data, pool))
+		case "ConfigMap":
+			var cm corev1.ConfigMap
+			require.NoError(t, json.Unmarshal(data, &cm))
+			for k, v := range cm.Data {
+				plugins[k] = v
+			}
+		}
+	}
+	require.NotNil(t, deploy, "the chart renders the EPP Deployment")
+	require.NotNil(t, pool, "the chart renders the InferencePool")
+	var epp *corev1.Container
+	for i := range deploy.Spec.Template.Spec.Containers {
+		if deploy.Spec.Template.Spec.Containers[i].Name == "epp" {
+			epp = &deploy.Spec.Template.Spec.Containers[i]
+		}
+	}
+	require.NotNil(t, epp)
+	t.Logf("chart args: %q", epp.Args)
+	for _, flag := range []string{"--pool-name", "--pool-namespace", "--pool-group", "--zap-encoder", "--config-file", "--tracing=false"} {
+		require.Contains(t, epp.Args, flag)
+	}
+
+	// The chart's ConfigMap is mounted at /config; here it is a folder.
+	mount := ""
+	for _, m := range epp.VolumeMounts {
+		if m.Name == "plugins-config-volume" {
+			mount = m.MountPath
+		}
+	}
+	require.Equal(t, "/config", mount)
+	cfgDir := t.TempDir()
+	for name, content := range plugins {
+		require.NoError(t, os.WriteFile(filepath.Join(cfgDir, name), []byte(content), 0o644))
+	}
+	args := make([]string, len(epp.Args))
+	for i, a := range epp.Args {
+		args[i] = strings.Replace(a, mount+"/", cfgDir+"/", 1) // only the mount point moves
+	}
+	// The environment the chart gives (downward API), plus the API server.
+	envVars := []string{"KUBECONFIG=" + env.Kubeconfig}
+	for _, e := range epp.Env {
+		switch {
+		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.namespace":
+			envVars = append(envVars, e.Name+"="+ns)
+		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "metadata.name":
+			envVars = append(envVars, e.Name+"="+release+"-epp-5f7c9d8b6-x2x9z")
+		default:
+			envVars = append(envVars, e.Name+"="+e.Value)
+		}
+	}
+
+	// The chart's pool and two model-server pods on loopback.
+	ctx := context.Background()
+	pool.Namespace = ns
+	require.NoError(t, env.Client.Create(ctx, pool))
+	port := int(pool.Spec.TargetPorts[0].Number)
+	var sims []string
+	for i := range 2 {
+		ip := fmt.Sprintf("127.10.3.%d", i+1)
+		name := fmt.Sprintf("vllm-%d", i)
+		startSim(t, net.JoinHostPort(ip, strconv.Itoa(port)), name)
+		env.CreatePod(t, kubetest.Pod{Name: name, Namespace: ns, IP: ip, Ready: true, Labels: map[string]string{"app": "vllm-llama3-8b-instruct"}})
+		sims = append(sims, name)
+	}
+
+	p := startProcEnv(t, "epp", "epp", envVars, args...)
+	p.waitFor(t, healthAddrRE)
+	probe := deploy.Spec.Template.Spec.Containers[0].ReadinessProbe
+	for _, c := range deploy.Spec.Template.Spec.Containers {
+		if c.Name == "epp" {
+			probe = c.ReadinessProbe
+		}
+	}
+	require.NotNil(t, probe.GRPC)
+	probeAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(probe.GRPC.Port)))
+	require.Eventually(t, func() bool { return serving(t, probeAddr, *probe.GRPC.Service) }, 30*time.Second, 50*time.Millisecond,
+		"the chart's readiness probe (%s service %q) passes", probeAddr, *probe.GRPC.Service)
+	for _, l := range p.lines() {
+		if strings.HasPrefix(l, "{") {
+			require.True(t, json.Valid([]byte(l)), "--zap-encoder json: every log line is JSON: %s", l)
+		}
+	}
+
+	// Requests through a gateway to the EPP's default TLS port.
+	gw, err := gateway.New(gateway.Options{EPPAddr: "127.0.0.1:9002", EPPTLS: true})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = gw.Close() })
+	seen := map[string]bool{}
+	for i := 0; i < 40 && len(seen) < len(sims); i++ {
+		var b [8]byte
+		_, _ = rand.Read(b[:])
+		body := fmt.Sprintf(`{"model":%q,"prompt":"%s hello","max_tokens":2}`, modelsim.DefaultModel, hex.EncodeToString(b[:]))
+		req, err := http.NewRequest(http.MethodPost, "http://gateway.invalid/v1/completions", strings.NewReader(body))
+		require.NoError(t, err)
+		req.Header.Set("content-type", "application/json")
+		rec := httptest.NewRecorder()
+		gw.ServeHTTP(rec, req)
+		require.Equal(t, http.StatusOK, rec.Code, rec.Body.String())
+		seen[rec.Header().Get(modelsim.HeaderID)] = true
+	}
+	require.Len(t, seen, len(sims), "both pods of the chart's pool served")
+}
+
+// startSim runs a model-server simulator on addr until the test ends.
+func startSim(t *testing.T, addr, id string) {
+	t.Helper()
+	cfg := modelsim.DefaultConfig()
+	cfg.TimeScale = 0.01
+	sim, err := modelsim.New(cfg, modelsim.WithID(id))
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	require.NoError(t, sim.Start(ctx))
+	ln, err := net.Listen("tcp", addr)
+	require.NoError(t, err)
+	srv := &http.Server{Handler: sim.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() { defer close(done); _ = srv.Serve(ln) }()
+	t.Cleanup(func() {
+		_ = sim.Close()
+		sctx, c := context.WithTimeout(context.Background(), 5*time.Second)
+		_ = srv.Shutdown(sctx)
+		c()
+		cancel()
+		<-done
+	})
+}
