@@ -316,6 +316,17 @@ func TestGIEHelmChartDropIn(t *testing.T) {
 		seen[rec.Header().Get(modelsim.HeaderID)] = true
 	}
 	require.Len(t, seen, len(sims), "both pods of the chart's pool served")
+
+	// GIE's pool gauges and controller-runtime's own metrics on one /metrics.
+	require.Eventually(t, func() bool {
+		fams, err := scrape(context.Background(), "http://127.0.0.1:9090/metrics")
+		if err != nil {
+			return false
+		}
+		_, reconciles := fams["controller_runtime_reconcile_total"]
+		pods, ok := fams["inference_pool_ready_pods"]
+		return reconciles && ok && pods.sum == float64(len(sims))
+	}, 15*time.Second, 200*time.Millisecond, "inference_pool_ready_pods and controller_runtime_reconcile_total on :9090/metrics")
 }
 
 // startSim runs a model-server simulator on addr until the test ends.
