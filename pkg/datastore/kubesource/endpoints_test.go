@@ -1,6 +1,7 @@
 package kubesource_test
 
 import (
+	"strings"
 	"testing"
 	"time"
 
@@ -115,4 +116,40 @@ func TestOptionsValidate(t *testing.T) {
 			}
 		})
 	}
+}
+
+// The cache keeps only what Endpoints and Serving read; trimming changes
+// no decision.
+func TestTrimPod(t *testing.T) {
+	now := metav1.Now()
+	full := pod("sim-a", "127.10.0.1", true, func(p *corev1.Pod) {
+		p.Annotations = map[string]string{"big": strings.Repeat("x", 1000)}
+		p.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}
+		p.Spec.Containers = []corev1.Container{{Name: "vllm", Image: "vllm/vllm-openai"}}
+	})
+	got, err := kubesource.TrimPod(&full)
+	require.NoError(t, err)
+	trimmed := got.(*corev1.Pod)
+	require.Empty(t, trimmed.Annotations)
+	require.Empty(t, trimmed.ManagedFields)
+	require.Empty(t, trimmed.Spec.Containers)
+	require.Equal(t, full.Labels, trimmed.Labels)
+	require.Len(t, trimmed.Status.Conditions, 1)
+	for _, p := range []corev1.Pod{
+		full,
+		pod("b", "127.10.0.2", false),
+		pod("c", "", true),
+		pod("d", "127.10.0.4", true, func(p *corev1.Pod) { p.DeletionTimestamp = &now }),
+	} {
+		tp, err := kubesource.TrimPod(&p)
+		require.NoError(t, err)
+		require.Equal(t, kubesource.Serving(&p), kubesource.Serving(tp.(*corev1.Pod)), p.Name)
+		a, _ := kubesource.Endpoints([]corev1.Pod{p}, []int{8000}, 0)
+		b, _ := kubesource.Endpoints([]corev1.Pod{*tp.(*corev1.Pod)}, []int{8000}, 0)
+		require.Equal(t, a, b, p.Name)
+	}
+	other := "not a pod"
+	same, err := kubesource.TrimPod(other)
+	require.NoError(t, err)
+	require.Equal(t, other, same)
 }

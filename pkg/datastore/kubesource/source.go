@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
@@ -87,8 +88,9 @@ type Source struct {
 	log     logr.Logger
 	kick    chan event.GenericEvent
 	leading atomic.Bool
-	// lastErr is the last reconcile problem logged, to log each once.
-	lastSkipped atomic.Pointer[string]
+	// waitLogged: "waiting for the InferencePool" was logged since the
+	// pool was last seen (reconciles run one at a time).
+	waitLogged bool
 }
 
 // key is the one work-queue item: every change recomputes the whole set.
@@ -211,7 +213,7 @@ func New(store *datastore.Store, opts Options) (*Source, error) {
 	}
 	s := &Source{opts: opts, store: store, log: log, kick: make(chan event.GenericEvent, 1)}
 	byObject := map[client.Object]cache.ByObject{
-		&corev1.Pod{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}},
+		&corev1.Pod{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}, Transform: TrimPod},
 	}
 	if opts.PoolName != "" {
 		byObject[&infv1.InferencePool{}] = cache.ByObject{Namespaces: map[string]cache.Config{opts.Namespace: {
@@ -278,22 +280,28 @@ func New(store *datastore.Store, opts Options) (*Source, error) {
 // Run starts the manager (caches, controller, leader election) and blocks
 // until ctx ends or the manager fails; losing the lease is a failure.
 func (s *Source) Run(ctx context.Context) error {
-	if s.opts.LeaderElection {
-		go func() {
-			select {
-			case <-s.mgr.Elected():
-				s.leading.Store(true)
-				s.log.Info("Leader elected: this replica serves", "lease", s.opts.Namespace+"/"+s.opts.leaseName())
-			case <-ctx.Done():
-			}
-		}()
-	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	watcher := make(chan struct{})
+	go func() {
+		defer close(watcher)
+		if !s.opts.LeaderElection {
+			return
+		}
+		select {
+		case <-s.mgr.Elected():
+			s.leading.Store(true)
+			s.log.Info("Leader elected: this replica serves", "lease", s.opts.Namespace+"/"+s.opts.leaseName())
+		case <-ctx.Done():
+		}
+	}()
 	err := s.mgr.Start(ctx)
-	s.leading.Store(!s.opts.LeaderElection)
-	if err != nil {
-		return err
+	cancel()
+	<-watcher
+	if s.opts.LeaderElection {
+		s.leading.Store(false)
 	}
-	return nil
+	return err
 }
 
 // Ready reports whether this replica may serve: always without leader
@@ -353,29 +361,13 @@ func (s *Source) poolSpec(ctx context.Context) (labels.Selector, []int, bool, er
 	}
 	var pool infv1.InferencePool
 	err := s.reader.Get(ctx, types.NamespacedName{Namespace: s.opts.Namespace, Name: s.opts.PoolName}, &pool)
-	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
-		if s.store.Snapshot().Synced || len(s.store.Snapshot().All()) > 0 {
-			s.log.Info("InferencePool gone: no endpoints until it is back", "inferencePool", s.opts.Namespace+"/"+s.opts.PoolName)
-		} else if msg := "pool not found"; s.lastSkipped.Swap(&msg) == nil {
-			s.log.Info("Waiting for the InferencePool", "inferencePool", s.opts.Namespace+"/"+s.opts.PoolName)
-		}
-		if err := s.store.Replace(nil); err != nil {
-			return nil, nil, false, err
-		}
-		s.store.SetSynced(false)
-		return nil, nil, false, nil
-	}
-	if err != nil {
+	switch {
+	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err) || err == nil && pool.DeletionTimestamp != nil:
+		return nil, nil, false, s.noPool()
+	case err != nil:
 		return nil, nil, false, fmt.Errorf("get InferencePool: %w", err)
 	}
-	if pool.DeletionTimestamp != nil {
-		s.log.Info("InferencePool is being deleted: no endpoints", "inferencePool", s.opts.Namespace+"/"+s.opts.PoolName)
-		if err := s.store.Replace(nil); err != nil {
-			return nil, nil, false, err
-		}
-		s.store.SetSynced(false)
-		return nil, nil, false, nil
-	}
+	s.waitLogged = false
 	set := make(labels.Set, len(pool.Spec.Selector.MatchLabels))
 	for k, v := range pool.Spec.Selector.MatchLabels {
 		set[string(k)] = string(v)
@@ -390,6 +382,53 @@ func (s *Source) poolSpec(ctx context.Context) (labels.Selector, []int, bool, er
 		return labels.Nothing(), ports, true, nil
 	}
 	return labels.SelectorFromSet(set), ports, true, nil
+}
+
+// noPool empties the endpoint set and withdraws readiness while the pool
+// does not exist (or is being deleted), as GIE does.
+func (s *Source) noPool() error {
+	snap := s.store.Snapshot()
+	switch {
+	case snap.Synced || len(snap.All()) > 0:
+		s.log.Info("InferencePool gone: no endpoints and not ready until it is back", "inferencePool", s.opts.Namespace+"/"+s.opts.PoolName)
+	case !s.waitLogged:
+		s.log.Info("Waiting for the InferencePool", "inferencePool", s.opts.Namespace+"/"+s.opts.PoolName)
+	}
+	s.waitLogged = true
+	if err := s.store.Replace(nil); err != nil {
+		return err
+	}
+	s.store.SetSynced(false)
+	return nil
+}
+
+// TrimPod is the pod cache's transform: it keeps what the endpoint set is
+// made of (name, namespace, labels, deletion, IP, Ready condition) and drops
+// the rest (spec, managed fields, annotations), so a namespace with many
+// pods costs little memory. Objects that are not pods pass unchanged.
+func TrimPod(obj any) (any, error) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return obj, nil
+	}
+	out := &corev1.Pod{
+		TypeMeta: pod.TypeMeta,
+		ObjectMeta: metav1.ObjectMeta{
+			Name:              pod.Name,
+			Namespace:         pod.Namespace,
+			UID:               pod.UID,
+			ResourceVersion:   pod.ResourceVersion,
+			Labels:            pod.Labels,
+			DeletionTimestamp: pod.DeletionTimestamp,
+		},
+		Status: corev1.PodStatus{Phase: pod.Status.Phase, PodIP: pod.Status.PodIP},
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			out.Status.Conditions = []corev1.PodCondition{{Type: c.Type, Status: c.Status}}
+		}
+	}
+	return out, nil
 }
 
 // Endpoints turns pods into endpoint specs: the Ready, non-terminating
