@@ -291,7 +291,7 @@ func testRolePermissions(t *testing.T, c client.Client, ns string) {
 		{"", "configmaps", "get"}, {"", "services", "list"}, {"", "endpoints", "list"}, {"discovery.k8s.io", "endpointslices", "list"},
 		{"inference.networking.k8s.io", "inferencepools", "update"}, {"inference.networking.k8s.io", "inferencepools", "delete"},
 		{"inference.networking.k8s.io", "inferencepools/status", "patch"}, {"inference.networking.x-k8s.io", "inferencepoolimports", "list"},
-		{"coordination.k8s.io", "leases", "delete"}, {"", "events", "delete"}, {"", "events", "list"},
+		{"coordination.k8s.io", "leases", "delete"}, {"coordination.k8s.io", "leases", "list"}, {"", "events", "create"},
 		{"rbac.authorization.k8s.io", "roles", "create"}, {"authentication.k8s.io", "tokenreviews", "create"},
 	} {
 		if can(ns, denied.group, denied.resource, denied.verb) {

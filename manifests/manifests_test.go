@@ -437,9 +437,7 @@ func checkContainerHardening(t *testing.T, c *corev1.Container) {
 var wantRules = []string{
 	"/pods:get", "/pods:list", "/pods:watch",
 	"inference.networking.k8s.io/inferencepools:get", "inference.networking.k8s.io/inferencepools:list", "inference.networking.k8s.io/inferencepools:watch",
-	"coordination.k8s.io/leases:get", "coordination.k8s.io/leases:list", "coordination.k8s.io/leases:watch",
-	"coordination.k8s.io/leases:create", "coordination.k8s.io/leases:update", "coordination.k8s.io/leases:patch",
-	"/events:create", "/events:patch", "events.k8s.io/events:create", "events.k8s.io/events:patch",
+	"coordination.k8s.io/leases:get", "coordination.k8s.io/leases:create", "coordination.k8s.io/leases:update",
 }
 
 func checkRBAC(t *testing.T, objs objects) {

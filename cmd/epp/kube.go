@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -51,7 +52,8 @@ func (k *kubeFlags) standaloneErrors(set map[string]bool) []string {
 }
 
 // portList is --endpoint-target-ports: "8000,8001", or the flag repeated
-// (GIE's pflag IntSlice accepts both).
+// (GIE's pflag IntSlice accepts both); a port given twice counts once, as
+// in GIE.
 type portList []int
 
 func (p *portList) String() string {
@@ -69,7 +71,9 @@ func (p *portList) Set(s string) error {
 		if err != nil {
 			return fmt.Errorf("%q is not a port number", part)
 		}
-		*p = append(*p, n)
+		if !slices.Contains(*p, n) {
+			*p = append(*p, n)
+		}
 	}
 	return nil
 }
@@ -138,18 +142,18 @@ func restConfig(path string) (*rest.Config, error) {
 		return nil, fmt.Errorf("Kubernetes mode needs an API server: give --kubeconfig, set $KUBECONFIG, or run in a pod with a service account: %w", err)
 	}
 	cfg.UserAgent = "switchyard-epp"
+	// One rate limit whichever way the configuration was found (clientcmd
+	// keeps client-go's 5/s, controller-runtime's loader lifts it): a pool
+	// watch makes few requests; the lease renewals must not queue.
+	cfg.QPS, cfg.Burst = 50, 100
 	return cfg, nil
 }
 
 // selectorPoolName names the pool in metrics in --endpoint-selector mode:
 // the EPP's Deployment (from POD_NAME), as GIE does.
 func selectorPoolName() string {
-	if pod := os.Getenv("POD_NAME"); pod != "" {
-		parts := strings.Split(pod, "-")
-		if len(parts) >= 3 {
-			return strings.Join(parts[:len(parts)-2], "-")
-		}
-		return pod
+	if name, ok := kubesource.DeploymentName(os.Getenv("POD_NAME")); ok {
+		return name
 	}
 	return "switchyard"
 }

@@ -11,6 +11,8 @@ import (
 	"os"
 	"path/filepath"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -20,6 +22,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -452,7 +455,7 @@ func (s *Server) listen() error {
 	health.Register(s.healthSrv, s.checker)
 	if s.metricsLis != nil {
 		mux := http.NewServeMux()
-		gatherers := append(prometheus.Gatherers{s.reg}, s.cfg.Gatherers...)
+		gatherers := append(firstWins{s.reg}, s.cfg.Gatherers...)
 		mux.Handle("/metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{Registry: s.reg, ErrorHandling: promhttp.ContinueOnError}))
 		mux.HandleFunc("/debug/endpoints", s.serveEndpoints)
 		if s.cfg.EnablePprof {
@@ -465,6 +468,34 @@ func (s *Server) listen() error {
 		s.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
 	}
 	return nil
+}
+
+// firstWins merges gatherers; a metric family that an earlier gatherer
+// already gave is skipped, not reported as a collision. controller-runtime's
+// registry and the server's both carry the Go and process collectors.
+type firstWins []prometheus.Gatherer
+
+// Gather implements prometheus.Gatherer.
+func (g firstWins) Gather() ([]*dto.MetricFamily, error) {
+	var (
+		out  []*dto.MetricFamily
+		errs prometheus.MultiError
+		seen = map[string]bool{}
+	)
+	for _, x := range g {
+		fams, err := x.Gather()
+		if err != nil {
+			errs = append(errs, err)
+		}
+		for _, f := range fams {
+			if !seen[f.GetName()] {
+				seen[f.GetName()] = true
+				out = append(out, f)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b *dto.MetricFamily) int { return strings.Compare(a.GetName(), b.GetName()) })
+	return out, errs.MaybeUnwrap()
 }
 
 func (s *Server) closeListeners() {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"os"
@@ -15,6 +16,8 @@ import (
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/go-logr/logr/testr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/require"
 	"go.uber.org/goleak"
@@ -285,4 +288,31 @@ func TestRecoverStream(t *testing.T) {
 	err := s.recoverStream(nil, nil, &grpc.StreamServerInfo{FullMethod: "/x/y"}, func(any, grpc.ServerStream) error { panic("boom") })
 	require.Equal(t, codes.Internal, status.Code(err))
 	require.NoError(t, s.recoverStream(nil, nil, &grpc.StreamServerInfo{}, func(any, grpc.ServerStream) error { return nil }))
+}
+
+// Extra gatherers (controller-runtime's registry in Kubernetes mode) are
+// served beside the server's own; families both carry (Go and process
+// collectors) are served once, with no gathering error.
+func TestMetricsMergesGatherers(t *testing.T) {
+	extra := prometheus.NewRegistry()
+	extra.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	extraCounter := prometheus.NewCounter(prometheus.CounterOpts{Name: "controller_runtime_test_total", Help: "test"})
+	extra.MustRegister(extraCounter)
+	extraCounter.Inc()
+	s, _ := run(t, Config{EndpointsFile: sims(t, 1), Gatherers: []prometheus.Gatherer{extra}})
+	get := func() string {
+		resp, err := http.Get("http://" + s.MetricsAddr() + "/metrics")
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		b, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		return string(b)
+	}
+	for range 3 {
+		body := get()
+		require.Contains(t, body, "controller_runtime_test_total 1")
+		require.Equal(t, 1, strings.Count(body, "# TYPE go_goroutines gauge"))
+		require.Contains(t, body, `promhttp_metric_handler_errors_total{cause="gathering"} 0`)
+	}
 }

@@ -102,7 +102,12 @@ func TestOptionsValidate(t *testing.T) {
 		{"no ports", kubesource.Options{Config: cfg, Namespace: "ns", Selector: sel}, []string{"--endpoint-target-ports: needed"}},
 		{"group", kubesource.Options{Config: cfg, Namespace: "ns", PoolName: "p", PoolGroup: "example.com"}, []string{`--pool-group: "example.com" is not served`}},
 		{"lease times", kubesource.Options{Config: cfg, Namespace: "ns", PoolName: "p", LeaderElection: true, LeaseDuration: time.Second}, []string{"need retry period (2s) < renew deadline (10s) < lease duration (1s)"}},
+		{"lease times without election", kubesource.Options{Config: cfg, Namespace: "ns", PoolName: "p", LeaseDuration: time.Second}, nil},
+		{"too many ports", kubesource.Options{Config: cfg, Namespace: "ns", Selector: sel, TargetPorts: []int{1, 2, 3, 4, 5, 6, 7, 8, 9}}, []string{"9 ports, at most 8"}},
+		{"selector lease without a Deployment pod name", kubesource.Options{Config: cfg, Namespace: "ns", Selector: sel, TargetPorts: []int{8000}, LeaderElection: true}, []string{`must look like <deployment>-<hash>-<suffix>; got "epp-0"`}},
+		{"selector lease named", kubesource.Options{Config: cfg, Namespace: "ns", Selector: sel, TargetPorts: []int{8000}, LeaderElection: true, LeaderElectionID: "my-lease"}, nil},
 	}
+	t.Setenv("POD_NAME", "epp-0") // a StatefulSet's pod: no Deployment name
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			err := tc.opts.Validate()
@@ -152,4 +157,50 @@ func TestTrimPod(t *testing.T) {
 	same, err := kubesource.TrimPod(other)
 	require.NoError(t, err)
 	require.Equal(t, other, same)
+}
+
+// GIE's active-ports annotation: only the listed target ports of a pod
+// serve; ranks keep their index in targetPorts.
+func TestEndpointsActivePorts(t *testing.T) {
+	ports := []int{8000, 8001, 8002}
+	tests := []struct {
+		annotation string
+		want       []string
+	}{
+		{"8001", []string{"p-rank-1@127.10.0.1:8001"}},
+		{"8000, 8002", []string{"p-rank-0@127.10.0.1:8000", "p-rank-2@127.10.0.1:8002"}},
+		{"9000,x,", nil},
+		{"", nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.annotation, func(t *testing.T) {
+			p := pod("p", "127.10.0.1", true, func(p *corev1.Pod) {
+				p.Annotations = map[string]string{kubesource.ActivePortsAnnotation: tc.annotation}
+			})
+			trimmed, err := kubesource.TrimPod(&p)
+			require.NoError(t, err)
+			for _, in := range []corev1.Pod{p, *trimmed.(*corev1.Pod)} {
+				specs, _ := kubesource.Endpoints([]corev1.Pod{in}, ports, 0)
+				var got []string
+				for _, s := range specs {
+					got = append(got, s.Name+"@"+s.HostPort())
+				}
+				require.Equal(t, tc.want, got)
+			}
+		})
+	}
+}
+
+func TestDeploymentName(t *testing.T) {
+	for pod, want := range map[string]string{
+		"epp-7d9f8c6b5-x2x9z":         "epp",
+		"my-epp-v2-7d9f8c6b5-x2x9z":   "my-epp-v2",
+		"epp-0":                       "",
+		"":                            "",
+		"vllm-llama3-epp-5f7c9d8b6-a": "vllm-llama3-epp",
+	} {
+		got, ok := kubesource.DeploymentName(pod)
+		require.Equal(t, want, got, pod)
+		require.Equal(t, want != "", ok, pod)
+	}
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -17,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -81,13 +85,13 @@ type Options struct {
 // Source keeps a datastore in sync with the pool. It implements
 // pkg/server's EndpointSource.
 type Source struct {
-	opts    Options
-	store   *datastore.Store
-	mgr     manager.Manager
-	reader  client.Reader
-	log     logr.Logger
-	kick    chan event.GenericEvent
-	leading atomic.Bool
+	opts   Options
+	store  *datastore.Store
+	mgr    manager.Manager
+	reader client.Reader
+	log    logr.Logger
+	kick   chan event.GenericEvent
+	elect  *election // nil without leader election
 	// waitLogged: "waiting for the InferencePool" was logged since the
 	// pool was last seen (reconciles run one at a time).
 	waitLogged bool
@@ -95,6 +99,19 @@ type Source struct {
 
 // key is the one work-queue item: every change recomputes the whole set.
 var key = types.NamespacedName{Name: "endpoints"}
+
+// staticMapper maps the two kinds the source reads, so that the manager
+// needs no API discovery at start.
+func staticMapper(*rest.Config, *http.Client) (meta.RESTMapper, error) {
+	m := meta.NewDefaultRESTMapper(nil)
+	for _, gvk := range []schema.GroupVersionKind{
+		corev1.SchemeGroupVersion.WithKind("Pod"), corev1.SchemeGroupVersion.WithKind("PodList"),
+		infv1.SchemeGroupVersion.WithKind("InferencePool"), infv1.SchemeGroupVersion.WithKind("InferencePoolList"),
+	} {
+		m.Add(gvk, meta.RESTScopeNamespace)
+	}
+	return m, nil
+}
 
 // Scheme knows core/v1 and InferencePool v1.
 func Scheme() *k8sruntime.Scheme {
@@ -126,8 +143,11 @@ func (o *Options) Validate() error {
 		if o.Selector.Empty() {
 			errs = append(errs, "--endpoint-selector: selects every pod of the namespace; give at least one label")
 		}
-		if len(o.TargetPorts) == 0 {
+		switch n := len(o.TargetPorts); {
+		case n == 0:
 			errs = append(errs, "--endpoint-target-ports: needed with --endpoint-selector")
+		case n > MaxTargetPorts:
+			errs = append(errs, fmt.Sprintf("--endpoint-target-ports: %d ports, at most %d (as InferencePool.spec.targetPorts)", n, MaxTargetPorts))
 		}
 		seen := map[int]bool{}
 		for i, p := range o.TargetPorts {
@@ -150,12 +170,16 @@ func (o *Options) Validate() error {
 	if o.MetricsPort < 0 || o.MetricsPort > 65535 {
 		errs = append(errs, fmt.Sprintf("--model-server-metrics-port: %d is not a port", o.MetricsPort))
 	}
-	if o.LeaderElection && o.PoolName == "" && o.LeaderElectionID == "" && os.Getenv("POD_NAME") == "" {
-		errs = append(errs, "--ha-enable-leader-election with --endpoint-selector names the lease after the Deployment: set POD_NAME (downward API)")
+	if o.LeaderElection && o.PoolName == "" && o.LeaderElectionID == "" {
+		if _, ok := DeploymentName(os.Getenv("POD_NAME")); !ok {
+			errs = append(errs, fmt.Sprintf("--ha-enable-leader-election with --endpoint-selector names the lease after the Deployment, read from POD_NAME (downward API), which must look like <deployment>-<hash>-<suffix>; got %q (or give --ha-lease-name)", os.Getenv("POD_NAME")))
+		}
 	}
-	ld, rd, rp := o.leaseTimes()
-	if !(rp < rd && rd < ld) {
-		errs = append(errs, fmt.Sprintf("leader election: need retry period (%s) < renew deadline (%s) < lease duration (%s)", rp, rd, ld))
+	if o.LeaderElection {
+		ld, rd, rp := o.leaseTimes()
+		if !(rp < rd && rd < ld) {
+			errs = append(errs, fmt.Sprintf("leader election: need retry period (%s) < renew deadline (%s) < lease duration (%s)", rp, rd, ld))
+		}
 	}
 	if len(errs) > 0 {
 		return errors.New(strings.Join(errs, "; "))
@@ -184,20 +208,33 @@ func (o *Options) leaseName() string {
 	}
 	name := o.PoolName
 	if name == "" {
-		name = deploymentOf(os.Getenv("POD_NAME"))
+		name, _ = DeploymentName(os.Getenv("POD_NAME"))
 	}
 	return fmt.Sprintf("epp-%s-%s.gateway-api-inference-extension.sigs.k8s.io", o.Namespace, name)
 }
 
-// deploymentOf strips the ReplicaSet hash and pod suffix of a Deployment's
-// pod name ("epp-7d9f8c6b5-x2x9z" → "epp").
-func deploymentOf(pod string) string {
-	parts := strings.Split(pod, "-")
-	if len(parts) >= 3 {
-		return strings.Join(parts[:len(parts)-2], "-")
+// deploymentPod is a Deployment's pod name: <deployment>-<hash>-<suffix>.
+var deploymentPod = regexp.MustCompile(`^(.+)-[a-z0-9]+-[a-z0-9]+$`)
+
+// DeploymentName returns the Deployment of a pod name
+// ("epp-7d9f8c6b5-x2x9z" → "epp"), as GIE reads it; ok is false for a
+// name that is not a Deployment's pod's (a StatefulSet's "epp-0"), which
+// would give every replica its own lease.
+func DeploymentName(pod string) (string, bool) {
+	m := deploymentPod.FindStringSubmatch(pod)
+	if m == nil {
+		return "", false
 	}
-	return pod
+	return m[1], true
 }
+
+// MaxTargetPorts is the most target ports a pool has (the CRD's limit).
+const MaxTargetPorts = 8
+
+// ActivePortsAnnotation lists, comma-separated, the target ports of a pod
+// that serve (data-parallel ranks that are up); without it every target
+// port does. GIE's annotation.
+const ActivePortsAnnotation = "inference.networking.k8s.io/active-ports"
 
 // New builds the manager and the controller; Run starts them.
 func New(store *datastore.Store, opts Options) (*Source, error) {
@@ -220,7 +257,6 @@ func New(store *datastore.Store, opts Options) (*Source, error) {
 			FieldSelector: fields.OneTermEqualSelector("metadata.name", opts.PoolName),
 		}}}
 	}
-	ld, rd, rp := opts.leaseTimes()
 	mopts := manager.Options{
 		Scheme: Scheme(),
 		Logger: log.WithName("controller-runtime"),
@@ -229,16 +265,14 @@ func New(store *datastore.Store, opts Options) (*Source, error) {
 			// Only what the endpoint set is made of is kept in memory.
 			DefaultTransform: cache.TransformStripManagedFields(),
 		},
-		Metrics:                       metricsserver.Options{BindAddress: "0"}, // served on the EPP's own metrics port
-		HealthProbeBindAddress:        "0",
-		LeaderElection:                opts.LeaderElection,
-		LeaderElectionResourceLock:    "leases",
-		LeaderElectionID:              opts.leaseName(),
-		LeaderElectionNamespace:       opts.Namespace,
-		LeaderElectionReleaseOnCancel: true,
-		LeaseDuration:                 &ld,
-		RenewDeadline:                 &rd,
-		RetryPeriod:                   &rp,
+		Metrics:                metricsserver.Options{BindAddress: "0"}, // served on the EPP's own metrics port
+		HealthProbeBindAddress: "0",
+		// The mapping of the two kinds watched is known; without discovery
+		// the process starts (not ready) while the API server is away.
+		MapperProvider: staticMapper,
+		// Leader election is the source's own (see election): losing the
+		// lease must not stop the manager.
+		LeaderElection: false,
 	}
 	mgr, err := ctrl.NewManager(opts.Config, mopts)
 	if err != nil {
@@ -271,42 +305,36 @@ func New(store *datastore.Store, opts Options) (*Source, error) {
 	// One pass after the caches synced, even if nothing in them changes
 	// (an empty selector-mode pool is still a synced pool).
 	s.kick <- event.GenericEvent{Object: &corev1.Pod{}}
-	if !opts.LeaderElection {
-		s.leading.Store(true)
+	if opts.LeaderElection {
+		ld, rd, rp := opts.leaseTimes()
+		if s.elect, err = newElection(opts.Config, opts.Namespace, opts.leaseName(), ld, rd, rp, log.WithName("leader-election")); err != nil {
+			return nil, err
+		}
 	}
 	return s, nil
 }
 
-// Run starts the manager (caches, controller, leader election) and blocks
-// until ctx ends or the manager fails; losing the lease is a failure.
+// Run starts the manager (caches and controller) and, with leader
+// election, campaigns for the lease; it blocks until ctx ends or the
+// manager fails. Losing the lease is not a failure: the replica turns not
+// ready and campaigns again.
 func (s *Source) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	watcher := make(chan struct{})
-	go func() {
-		defer close(watcher)
-		if !s.opts.LeaderElection {
-			return
-		}
-		select {
-		case <-s.mgr.Elected():
-			s.leading.Store(true)
-			s.log.Info("Leader elected: this replica serves", "lease", s.opts.Namespace+"/"+s.opts.leaseName())
-		case <-ctx.Done():
-		}
-	}()
+	var elected sync.WaitGroup
+	if s.elect != nil {
+		elected.Add(1)
+		go func() { defer elected.Done(); s.elect.run(ctx) }()
+	}
 	err := s.mgr.Start(ctx)
 	cancel()
-	<-watcher
-	if s.opts.LeaderElection {
-		s.leading.Store(false)
-	}
+	elected.Wait()
 	return err
 }
 
 // Ready reports whether this replica may serve: always without leader
-// election, while it leads with it.
-func (s *Source) Ready() bool { return s.leading.Load() }
+// election, while it holds the lease with it.
+func (s *Source) Ready() bool { return s.elect == nil || s.elect.leading() }
 
 // Describe returns the source's key/value pairs for the start-up log.
 func (s *Source) Describe() []any {
@@ -403,9 +431,10 @@ func (s *Source) noPool() error {
 }
 
 // TrimPod is the pod cache's transform: it keeps what the endpoint set is
-// made of (name, namespace, labels, deletion, IP, Ready condition) and drops
-// the rest (spec, managed fields, annotations), so a namespace with many
-// pods costs little memory. Objects that are not pods pass unchanged.
+// made of (name, namespace, labels, the active-ports annotation, deletion,
+// IP, Ready condition) and drops the rest (spec, managed fields, other
+// annotations), so a namespace with many pods costs little memory. Objects
+// that are not pods pass unchanged.
 func TrimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -422,6 +451,9 @@ func TrimPod(obj any) (any, error) {
 			DeletionTimestamp: pod.DeletionTimestamp,
 		},
 		Status: corev1.PodStatus{Phase: pod.Status.Phase, PodIP: pod.Status.PodIP},
+	}
+	if v, ok := pod.Annotations[ActivePortsAnnotation]; ok {
+		out.Annotations = map[string]string{ActivePortsAnnotation: v}
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady {
@@ -451,7 +483,11 @@ func Endpoints(pods []corev1.Pod, ports []int, metricsPort int) (specs []datasto
 	for _, pod := range sorted {
 		podSpecs := make([]datastore.EndpointSpec, 0, len(ports))
 		bad := ""
+		active := activePorts(pod)
 		for i, port := range ports {
+			if active != nil && !active[port] {
+				continue // the rank keeps its index: names do not shift
+			}
 			sp := datastore.EndpointSpec{
 				Name:        fmt.Sprintf("%s-rank-%d", pod.Name, i),
 				Namespace:   pod.Namespace,
@@ -481,6 +517,22 @@ func Endpoints(pods []corev1.Pod, ports []int, metricsPort int) (specs []datasto
 		specs = append(specs, podSpecs...)
 	}
 	return specs, skipped
+}
+
+// activePorts reads ActivePortsAnnotation; nil means every port. Entries
+// that are not numbers are ignored, as in GIE.
+func activePorts(pod *corev1.Pod) map[int]bool {
+	v, ok := pod.Annotations[ActivePortsAnnotation]
+	if !ok {
+		return nil
+	}
+	out := map[int]bool{}
+	for part := range strings.SplitSeq(v, ",") {
+		if n, err := strconv.Atoi(strings.TrimSpace(part)); err == nil && n > 0 {
+			out[n] = true
+		}
+	}
+	return out
 }
 
 // Serving reports whether a pod takes requests: it has an IP, is not
