@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"net/http"
 	"os"
 	"slices"
 	"strconv"
@@ -20,6 +21,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/datastore"
 	"github.com/switchyard-ai/switchyard/pkg/datastore/kubesource"
 	"github.com/switchyard-ai/switchyard/pkg/server"
+	"github.com/switchyard-ai/switchyard/pkg/server/metricsauth"
 )
 
 // kubeFlags are the Kubernetes-mode flags beyond GIE's pool flags.
@@ -78,9 +80,19 @@ func (p *portList) Set(s string) error {
 	return nil
 }
 
-// kubeSource checks the Kubernetes-mode flags and returns the endpoint
-// source factory and the pool's namespace.
-func (f *serveFlags) kubeSource(logger logr.Logger) (func(*datastore.Store) (server.EndpointSource, error), string, error) {
+// kubeMode is what Kubernetes mode adds to the server configuration.
+type kubeMode struct {
+	source    func(*datastore.Store) (server.EndpointSource, error)
+	namespace string
+	// metricsFilter authenticates and authorizes the metrics port
+	// (--metrics-endpoint-auth); nil when it is off.
+	metricsFilter func(http.Handler) http.Handler
+}
+
+// kubeSource checks the Kubernetes-mode flags and returns what the server
+// needs: the endpoint source factory, the pool's namespace and the metrics
+// port's filter.
+func (f *serveFlags) kubeSource(logger logr.Logger) (kubeMode, error) {
 	ns := f.poolNamespace
 	if ns == "" {
 		ns = os.Getenv("NAMESPACE")
@@ -104,7 +116,7 @@ func (f *serveFlags) kubeSource(logger logr.Logger) (func(*datastore.Store) (ser
 	if f.endpointSelector != "" {
 		sel, err := labels.Parse(f.endpointSelector)
 		if err != nil {
-			return nil, "", fmt.Errorf("--endpoint-selector: %w", err)
+			return kubeMode{}, fmt.Errorf("--endpoint-selector: %w", err)
 		}
 		opts.Selector = sel
 	}
@@ -112,18 +124,27 @@ func (f *serveFlags) kubeSource(logger logr.Logger) (func(*datastore.Store) (ser
 	// missing kubeconfig is a start-up error, not a crash loop later.
 	cfg, err := restConfig(f.kube.kubeconfig)
 	if err != nil {
-		return nil, "", err
+		return kubeMode{}, err
 	}
 	opts.Config = cfg
 	if err := opts.Validate(); err != nil {
-		return nil, "", err
+		return kubeMode{}, err
 	}
 	// controller-runtime and client-go log through the global loggers.
 	ctrllog.SetLogger(logger.WithName("kubernetes"))
 	klog.SetLogger(logger.WithName("client-go"))
-	return func(store *datastore.Store) (server.EndpointSource, error) {
+	km := kubeMode{namespace: ns, source: func(store *datastore.Store) (server.EndpointSource, error) {
 		return kubesource.New(store, opts)
-	}, ns, nil
+	}}
+	if f.metricsAuth {
+		// GIE's --metrics-endpoint-auth: a bearer token checked with a
+		// TokenReview, then a SubjectAccessReview for the path (GET
+		// /metrics needs a ClusterRole with nonResourceURLs ["/metrics"]).
+		if km.metricsFilter, err = metricsauth.Filter(cfg, logger.WithName("metrics-auth")); err != nil {
+			return kubeMode{}, fmt.Errorf("--metrics-endpoint-auth: %w", err)
+		}
+	}
+	return km, nil
 }
 
 // restConfig loads the API server client configuration: --kubeconfig,

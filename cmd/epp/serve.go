@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/signal"
 	"strconv"
@@ -60,7 +61,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.grpcPort, "grpc-port", 9002, "ext_proc gRPC port")
 	fs.IntVar(&f.healthPort, "grpc-health-port", 9003, "gRPC health port (services liveness, readiness, envoy.service.ext_proc.v3.ExternalProcessor)")
 	fs.IntVar(&f.metricsPort, "metrics-port", 9090, "Prometheus metrics (and pprof) port; 0 disables")
-	fs.BoolVar(&f.metricsAuth, "metrics-endpoint-auth", true, "accepted for GIE compatibility; /metrics authentication needs Kubernetes mode and is not enforced in standalone mode")
+	fs.BoolVar(&f.metricsAuth, "metrics-endpoint-auth", true, "Kubernetes mode: the metrics port (/metrics, /debug/*) requires a bearer token allowed by a TokenReview and a SubjectAccessReview (GET on the path); not enforced in standalone mode, which has no API server")
 	fs.BoolVar(&f.pprof, "enable-pprof", d.EnablePprof, "serve /debug/pprof/ on the metrics port")
 	fs.StringVar(&f.poolName, "pool-name", "", "InferencePool name (Kubernetes mode); with --endpoints-file it only names the pool in metrics")
 	fs.StringVar(&f.poolNamespace, "pool-namespace", "", "InferencePool namespace (default $NAMESPACE, then \"default\")")
@@ -176,11 +177,13 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 		gatherers []prometheus.Gatherer
 	)
 	poolNamespace := f.poolNamespace
+	var metricsFilter func(http.Handler) http.Handler
 	if kubeMode {
-		var err error
-		if src, poolNamespace, err = f.kubeSource(logger); err != nil {
+		km, err := f.kubeSource(logger)
+		if err != nil {
 			return server.Config{}, err
 		}
+		src, poolNamespace, metricsFilter = km.source, km.namespace, km.metricsFilter
 		if f.endpointSelector != "" {
 			pool = selectorPoolName()
 		}
@@ -199,6 +202,7 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 		EndpointsFile:                    f.endpointsFile,
 		Source:                           src,
 		Gatherers:                        gatherers,
+		MetricsFilter:                    metricsFilter,
 		PoolName:                         pool,
 		PoolNamespace:                    poolNamespace,
 		RefreshMetricsInterval:           f.refreshMetrics,

@@ -105,6 +105,11 @@ type Config struct {
 	// Registry receives every metric; nil means a new one with the Go and
 	// process collectors.
 	Registry *prometheus.Registry
+	// MetricsFilter, when set, wraps every handler of the metrics port
+	// (/metrics, /debug/endpoints, /debug/pprof/): Kubernetes mode's
+	// --metrics-endpoint-auth puts TokenReview authentication and
+	// SubjectAccessReview authorization there, as GIE does.
+	MetricsFilter func(http.Handler) http.Handler
 	// Gatherers are more metric sources served on /metrics beside
 	// Registry (controller-runtime's registry in Kubernetes mode: work
 	// queue, API client and leader-election metrics).
@@ -465,7 +470,11 @@ func (s *Server) listen() error {
 			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 		}
-		s.metricsSrv = &http.Server{Handler: mux, ReadHeaderTimeout: 10 * time.Second}
+		var h http.Handler = mux
+		if s.cfg.MetricsFilter != nil {
+			h = s.cfg.MetricsFilter(mux)
+		}
+		s.metricsSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
 	}
 	return nil
 }

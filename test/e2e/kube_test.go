@@ -26,9 +26,14 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	appsv1 "k8s.io/api/apps/v1"
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 	infv1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
 
 	"github.com/switchyard-ai/switchyard/internal/kubetest"
@@ -363,9 +368,36 @@ func TestGIEHelmChartDropIn(t *testing.T) {
 	}
 	require.Len(t, seen, len(sims), "both pods of the chart's pool served")
 
+	// --metrics-endpoint-auth is on (the chart does not turn it off): the
+	// metrics port wants a bearer token that a TokenReview accepts and a
+	// SubjectAccessReview allows for the path, as in GIE.
+	reader := serviceAccountToken(t, env, ns, "prometheus", "/metrics")
+	stranger := serviceAccountToken(t, env, ns, "stranger", "")
+	for _, tc := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/metrics", "", http.StatusUnauthorized},
+		{"/metrics", "not-a-token", http.StatusUnauthorized},
+		{"/metrics", stranger, http.StatusForbidden},
+		{"/debug/pprof/", "", http.StatusUnauthorized},
+		{"/debug/endpoints", reader, http.StatusForbidden}, // the role names /metrics only
+		{"/metrics", reader, http.StatusOK},
+	} {
+		req, err := http.NewRequest(http.MethodGet, "http://127.0.0.1:9090"+tc.path, nil)
+		require.NoError(t, err)
+		if tc.token != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		require.Equal(t, tc.want, resp.StatusCode, "GET %s with token %.12q", tc.path, tc.token)
+	}
+
 	// GIE's pool gauges and controller-runtime's own metrics on one /metrics.
 	require.Eventually(t, func() bool {
-		fams, err := scrape(context.Background(), "http://127.0.0.1:9090/metrics")
+		fams, err := scrapeWithToken(context.Background(), "http://127.0.0.1:9090/metrics", reader)
 		if err != nil {
 			return false
 		}
@@ -373,6 +405,30 @@ func TestGIEHelmChartDropIn(t *testing.T) {
 		pods, ok := fams["inference_pool_ready_pods"]
 		return reconciles && ok && pods.sum == float64(len(sims))
 	}, 15*time.Second, 200*time.Millisecond, "inference_pool_ready_pods and controller_runtime_reconcile_total on :9090/metrics")
+}
+
+// serviceAccountToken creates a ServiceAccount and a token for it; with a
+// path, a ClusterRole lets it GET that non-resource URL.
+func serviceAccountToken(t *testing.T, env *kubetest.Env, ns, name, path string) string {
+	t.Helper()
+	ctx := context.Background()
+	cs, err := kubernetes.NewForConfig(env.Config)
+	require.NoError(t, err)
+	_, err = cs.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	if path != "" {
+		role := ns + "-" + name
+		_, err = cs.RbacV1().ClusterRoles().Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: role},
+			Rules: []rbacv1.PolicyRule{{NonResourceURLs: []string{path}, Verbs: []string{"get"}}}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+		_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: role},
+			RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role},
+			Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}}}, metav1.CreateOptions{})
+		require.NoError(t, err)
+	}
+	tok, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return tok.Status.Token
 }
 
 // startSim runs a model-server simulator on addr until the test ends.

@@ -160,15 +160,26 @@ func freePort(t *testing.T) int {
 
 // scrape reads a Prometheus text endpoint.
 func scrape(ctx context.Context, url string) (map[string]*familyValues, error) {
+	return scrapeWithToken(ctx, url, "")
+}
+
+// scrapeWithToken reads a Prometheus text endpoint with a bearer token.
+func scrapeWithToken(ctx context.Context, url, token string) (map[string]*familyValues, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
 	parser := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := parser.TextToMetricFamilies(resp.Body)
 	if err != nil {
