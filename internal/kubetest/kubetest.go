@@ -29,6 +29,7 @@ import (
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 	infv1 "sigs.k8s.io/gateway-api-inference-extension/api/v1"
@@ -224,6 +225,26 @@ func Start(t testing.TB, opts Options) *Env {
 		t.Fatal(err)
 	}
 	return e
+}
+
+// ImpersonatingKubeconfig writes a kubeconfig that acts as user (for
+// example "system:serviceaccount:NS:NAME") through the administrator's
+// credentials, so a process started by the test has only that user's
+// rights.
+func (e *Env) ImpersonatingKubeconfig(t testing.TB, user string) string {
+	t.Helper()
+	cfg, err := clientcmd.LoadFromFile(e.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range cfg.AuthInfos {
+		a.Impersonate = user
+	}
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		t.Fatal(err)
+	}
+	return path
 }
 
 // RestartAPIServer stops kube-apiserver (etcd keeps running), calls

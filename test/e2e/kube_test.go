@@ -74,6 +74,10 @@ func TestLeaderElection(t *testing.T) {
 	require.NoError(t, env.Client.Create(ctx, kubetest.Pool(ns, "pool", map[string]string{"app": "sim"}, 8000)))
 	env.CreatePod(t, kubetest.Pod{Name: "sim-0", Namespace: ns, IP: "127.10.4.1", Ready: true, Labels: map[string]string{"app": "sim"}})
 
+	// The replicas run with the ServiceAccount and Role of manifests/base,
+	// nothing more: the least-privilege Role must be enough.
+	kubeconfig := applyBaseRBAC(t, env, ns)
+
 	const (
 		lease = 6 * time.Second
 		renew = 4 * time.Second
@@ -81,7 +85,7 @@ func TestLeaderElection(t *testing.T) {
 	)
 	replica := func(name string) (*proc, string) {
 		p := startProcEnv(t, name, "epp", []string{"NAMESPACE=" + ns, "POD_NAME=" + name},
-			"--pool-name", "pool", "--kubeconfig", env.Kubeconfig, "--ha-enable-leader-election",
+			"--pool-name", "pool", "--kubeconfig", kubeconfig, "--ha-enable-leader-election",
 			"--ha-lease-duration", lease.String(), "--ha-renew-deadline", renew.String(), "--ha-retry-period", retry.String(),
 			"--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0", "--secure-serving=false",
 			"--zap-encoder", "json", "-v", "1")
@@ -147,7 +151,9 @@ func TestLeaderElection(t *testing.T) {
 	// The lease was renewed at most one retry period before the kill; it
 	// expires a lease duration after that, and the candidate notices within
 	// one more retry period.
-	require.Eventually(t, func() bool { return serving(t, cHealth, "readiness") }, lease+2*retry+time.Second, 20*time.Millisecond,
+	// client-go adds up to 1.2 retry periods of jitter to each attempt; the
+	// rest is slack for a loaded 2-core machine.
+	require.Eventually(t, func() bool { return serving(t, cHealth, "readiness") }, lease+3*time.Second, 20*time.Millisecond,
 		"the standby takes over once the dead leader's lease expires")
 	t.Logf("takeover after SIGKILL: %s (lease duration %s, retry period %s)", time.Since(start).Round(time.Millisecond), lease, retry)
 
@@ -207,6 +213,12 @@ func TestGIEHelmChartDropIn(t *testing.T) {
 	if _, err := os.Stat(helm); err != nil {
 		t.Fatalf("helm is built by hack/test-binaries.sh: %v", err)
 	}
+	// The chart gives no ports: GIE's defaults are fixed. Two runs of this
+	// test at once (two checkouts testing on one machine) take turns.
+	lock, err := os.OpenFile(filepath.Join(os.TempDir(), "switchyard-e2e-default-ports.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	require.NoError(t, err)
+	require.NoError(t, syscall.Flock(int(lock.Fd()), syscall.LOCK_EX))
+	t.Cleanup(func() { _ = syscall.Flock(int(lock.Fd()), syscall.LOCK_UN); _ = lock.Close() })
 	for _, port := range []int{9002, 9003, 9090} {
 		ln, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(port)))
 		require.NoError(t, err, "the chart gives no ports, so the EPP takes GIE's defaults 9002, 9003 and 9090; one is busy")
@@ -405,6 +417,32 @@ func TestGIEHelmChartDropIn(t *testing.T) {
 		pods, ok := fams["inference_pool_ready_pods"]
 		return reconciles && ok && pods.sum == float64(len(sims))
 	}, 15*time.Second, 200*time.Millisecond, "inference_pool_ready_pods and controller_runtime_reconcile_total on :9090/metrics")
+}
+
+// applyBaseRBAC creates manifests/base's ServiceAccount, Role and
+// RoleBinding in ns and returns a kubeconfig acting as that ServiceAccount.
+func applyBaseRBAC(t *testing.T, env *kubetest.Env, ns string) string {
+	t.Helper()
+	ctx := context.Background()
+	for _, f := range []string{"serviceaccount.yaml", "rbac.yaml"} {
+		data, err := os.ReadFile(filepath.Join("..", "..", "manifests", "base", f))
+		require.NoError(t, err)
+		dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
+		for {
+			u := &unstructured.Unstructured{}
+			if err := dec.Decode(&u.Object); err == io.EOF {
+				break
+			} else {
+				require.NoError(t, err, f)
+			}
+			if u.Object == nil {
+				continue
+			}
+			u.SetNamespace(ns)
+			require.NoError(t, env.Client.Create(ctx, u), "%s %s", u.GetKind(), u.GetName())
+		}
+	}
+	return env.ImpersonatingKubeconfig(t, "system:serviceaccount:"+ns+":switchyard")
 }
 
 // serviceAccountToken creates a ServiceAccount and a token for it; with a

@@ -229,6 +229,19 @@ func (r *rig) follows(t *testing.T, since time.Time, limit time.Duration, want .
 	}
 }
 
+// stays checks that the endpoint set is want throughout d.
+func (r *rig) stays(t *testing.T, d time.Duration, want ...string) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		var got []string
+		for _, e := range r.srv.Store().Snapshot().All() {
+			got = append(got, e.Name()+"@"+e.HostPort())
+		}
+		sort.Strings(got)
+		require.Equal(t, want, got)
+	}
+}
+
 // change runs an API change and checks the datastore follows within
 // followWithin.
 func (r *rig) change(t *testing.T, what string, apply func(), want ...string) {
@@ -383,8 +396,7 @@ func TestEndpointSelectorThroughRequests(t *testing.T) {
 	// A pod in another namespace with the same labels is not ours.
 	other := env.Namespace(t, "other")
 	env.CreatePod(t, kubetest.Pod{Name: "sim-0", Namespace: other, IP: f.ips[0], Ready: true, Labels: map[string]string{"app": "sim"}})
-	time.Sleep(200 * time.Millisecond)
-	r.follows(t, time.Now(), followWithin, ep(f, 1, 0, 0))
+	r.stays(t, time.Second, ep(f, 1, 0, 0))
 	require.NoError(t, env.Client.DeleteAllOf(context.Background(), &corev1.Pod{}, client.InNamespace(ns)))
 	r.follows(t, time.Now(), followWithin)
 	r.refused(t)
