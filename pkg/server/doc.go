@@ -5,8 +5,13 @@
 // EndpointPickerConfig with hot reload.
 //
 // Background loops, each owned by Server.Run and stopped when its context
-// ends: the endpoints-file watcher, the metrics scraper, the pool-metrics
-// refresher, the configuration-file watcher and the certificate reloader.
+// ends: the endpoint source (the endpoints-file watcher, or in Kubernetes
+// mode the pool watch and leader election of package
+// datastore/kubesource, given as Config.Source), the metrics scraper, the
+// pool-metrics refresher, the configuration-file watcher and the
+// certificate reloader. Readiness is: the source has synced the pool, the
+// source lets this replica serve (it leads), and the server is not
+// draining.
 // The request path reads two atomically published values: the endpoint
 // snapshot and the runtime (scheduler and parser format) of the current
 // configuration.
@@ -20,5 +25,5 @@
 // configuration stays.
 //
 // Subpackages: tlsutil (self-signed and reloaded certificates), health
-// (the gRPC health service). Imported by cmd/epp.
+// (the gRPC health service), metricsauth (--metrics-endpoint-auth). Imported by cmd/epp.
 package server

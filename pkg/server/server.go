@@ -139,7 +139,7 @@ func Defaults() Config {
 // read the whole pool (Store.SetSynced), which readiness waits for.
 type EndpointSource interface {
 	// Run feeds the store until ctx ends. An error means the source cannot
-	// go on (for example, leadership was lost) and stops the server.
+	// go on (its controller manager failed) and stops the server.
 	Run(ctx context.Context) error
 	// Ready reports whether this replica may take traffic, apart from the
 	// sync: false while another replica leads.

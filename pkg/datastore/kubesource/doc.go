@@ -19,11 +19,21 @@
 // With leader election (--ha-enable-leader-election), every replica keeps
 // its cache and datastore warm, and only the leader reports Ready: the
 // Service sends traffic to one replica (active-passive, as GIE), and a
-// standby takes over without a cold start. A replica that loses the lease
-// stops (Run returns an error), as controller-runtime managers do; its
-// pod restarts as a standby. On a graceful stop the leader releases the
-// lease, so a standby takes over within one retry period.
+// standby takes over without a cold start. The election is client-go's on
+// a Lease (GIE's name for the pool): a leader that stops gracefully
+// releases it, so a standby takes over within one retry period; after a
+// crash the Lease expires first. A leader that cannot renew (an API-server
+// outage longer than the renew deadline) steps down and campaigns again;
+// unlike a controller-runtime manager's election, it does not exit, so an
+// outage does not turn into restarts.
 //
-// Owner of its goroutines: Source.Run (the manager) stops them when its
-// context ends. Imported by cmd/epp through pkg/server's EndpointSource.
+// The manager starts without API discovery (the two kinds' mappings are
+// known), so the EPP starts, live but not ready, while the API server is
+// away. The pod cache keeps only what the endpoint set is made of
+// (TrimPod). GIE's inference.networking.k8s.io/active-ports annotation
+// limits a pod's ranks to the listed target ports.
+//
+// Owner of its goroutines: Source.Run (the manager and the election loop)
+// stops them when its context ends. Imported by cmd/epp through
+// pkg/server's EndpointSource.
 package kubesource
