@@ -346,42 +346,20 @@ func checkEPP(t *testing.T, objs objects, want expectation) {
 	// The configuration file is in the mounted, generated ConfigMap and is
 	// config/default.yaml.
 	cfgFile := flags["--config-file"]
-	var cmName, rel string
-	for _, m := range c.VolumeMounts {
-		r, err := filepath.Rel(m.MountPath, cfgFile)
-		if err != nil || strings.HasPrefix(r, "..") {
-			continue
-		}
-		if !m.ReadOnly {
-			t.Errorf("volume mount %s is writable", m.MountPath)
-		}
-		for _, v := range pod.Volumes {
-			if v.Name == m.Name && v.ConfigMap != nil {
-				cmName, rel = v.ConfigMap.Name, r
-			}
-		}
-	}
-	if cmName == "" {
-		t.Fatalf("--config-file %q is not under a ConfigMap volume mount", cfgFile)
-	}
-	cmu := objs.get("", "ConfigMap", cmName)
-	if cmu == nil {
-		t.Fatalf("the config volume names ConfigMap %q, which is not in the output", cmName)
-	}
-	cm := typed[corev1.ConfigMap](t, cmu)
+	cm, rel := mountedConfigMap(t, objs, pod, c, cfgFile)
 	wantCfg, wantName := repoDefaultConfig(t), "config/default.yaml"
 	if want.config != "" {
 		wantCfg, wantName = readFile(t, want.config), want.config
 	}
 	if got := cm.Data[rel]; got != string(wantCfg) {
-		t.Errorf("ConfigMap %s key %q is not %s:\n%s", cmName, rel, wantName, got)
+		t.Errorf("ConfigMap %s key %q is not %s:\n%s", cm.Name, rel, wantName, got)
 	}
 	// The EPP's own loader accepts it.
 	if _, err := config.Load([]byte(cm.Data[rel]), config.Options{Registry: plugins.InTree()}); err != nil {
-		t.Errorf("ConfigMap %s key %q: %v", cmName, rel, err)
+		t.Errorf("ConfigMap %s key %q: %v", cm.Name, rel, err)
 	}
-	if !strings.HasPrefix(cmName, "switchyard-config-") {
-		t.Errorf("ConfigMap name %q carries no kustomize content hash", cmName)
+	if !strings.HasPrefix(cm.Name, "switchyard-config-") {
+		t.Errorf("ConfigMap name %q carries no kustomize content hash", cm.Name)
 	}
 
 	// Hardening.
@@ -431,6 +409,35 @@ func checkContainerHardening(t *testing.T, c *corev1.Container) {
 		(sc.Privileged != nil && *sc.Privileged) {
 		t.Errorf("container %s securityContext %+v: want no privilege escalation, read-only root, drop ALL", c.Name, sc)
 	}
+}
+
+// mountedConfigMap finds the ConfigMap volume of c whose mount holds
+// file; rel is file's path inside it. Mounts must be read-only.
+func mountedConfigMap(t *testing.T, objs objects, pod *corev1.PodSpec, c *corev1.Container, file string) (cm *corev1.ConfigMap, rel string) {
+	t.Helper()
+	var cmName string
+	for _, m := range c.VolumeMounts {
+		r, err := filepath.Rel(m.MountPath, file)
+		if err != nil || strings.HasPrefix(r, "..") {
+			continue
+		}
+		if !m.ReadOnly {
+			t.Errorf("volume mount %s is writable", m.MountPath)
+		}
+		for _, v := range pod.Volumes {
+			if v.Name == m.Name && v.ConfigMap != nil {
+				cmName, rel = v.ConfigMap.Name, r
+			}
+		}
+	}
+	if cmName == "" {
+		t.Fatalf("container %s: %q is not under a ConfigMap volume mount", c.Name, file)
+	}
+	cmu := objs.get("", "ConfigMap", cmName)
+	if cmu == nil {
+		t.Fatalf("container %s: the volume names ConfigMap %q, which is not in the output", c.Name, cmName)
+	}
+	return typed[corev1.ConfigMap](t, cmu), rel
 }
 
 // wantRules is all the EPP may do, as group/resource:verb.
@@ -558,22 +565,10 @@ func checkEnvoy(t *testing.T, objs objects, want expectation) {
 	checkContainerHardening(t, c)
 	flags := parseArgs(c.Args)
 	cfg := flags["--config-path"]
-	var cmName string
-	for _, m := range c.VolumeMounts {
-		for _, v := range pod.Volumes {
-			if v.Name == m.Name && v.ConfigMap != nil && path.Join(m.MountPath, "envoy.yaml") == cfg {
-				cmName = v.ConfigMap.Name
-			}
-		}
+	cm, rel := mountedConfigMap(t, objs, pod, c, cfg)
+	if rel != "envoy.yaml" {
+		t.Fatalf("Envoy --config-path %q is not envoy.yaml of a mounted ConfigMap (%q)", cfg, rel)
 	}
-	if cmName == "" {
-		t.Fatalf("Envoy --config-path %q is not envoy.yaml of a mounted ConfigMap", cfg)
-	}
-	cmu := objs.get("", "ConfigMap", cmName)
-	if cmu == nil {
-		t.Fatalf("the Envoy config volume names ConfigMap %q, which is not in the output", cmName)
-	}
-	cm := typed[corev1.ConfigMap](t, cmu)
 	if cm.Data["envoy.yaml"] != string(readFile(t, filepath.Join(envoyDir, "envoy.yaml"))) {
 		t.Error("the rendered Envoy ConfigMap's envoy.yaml differs from overlays/envoy/envoy.yaml")
 	}
