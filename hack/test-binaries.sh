@@ -8,8 +8,9 @@
 #   export KUBEBUILDER_ASSETS=$(hack/test-binaries.sh)
 #
 # Binaries are kept in bin/k8s/<version>-<os>-<arch>/ (git-ignored), so the
-# cost (about 8 minutes of kube-apiserver build on 2 idle cores) is paid once
-# per machine. Progress goes to stderr; stdout carries only the folder.
+# cost (about 15 minutes on 2 cores with a cold module cache: kube-apiserver
+# most of it, then helm and etcd) is paid once per machine. Progress goes
+# to stderr; stdout carries only the folder.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
