@@ -203,6 +203,7 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 		Source:                           src,
 		Gatherers:                        gatherers,
 		MetricsFilter:                    metricsFilter,
+		LeaderElection:                   f.leaderElection && kubeMode,
 		PoolName:                         pool,
 		PoolNamespace:                    poolNamespace,
 		RefreshMetricsInterval:           f.refreshMetrics,

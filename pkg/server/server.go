@@ -105,6 +105,9 @@ type Config struct {
 	// Registry receives every metric; nil means a new one with the Go and
 	// process collectors.
 	Registry *prometheus.Registry
+	// LeaderElection tells the health service that replicas elect a
+	// leader: unknown service names then answer SERVICE_UNKNOWN, as GIE's.
+	LeaderElection bool
 	// MetricsFilter, when set, wraps every handler of the metrics port
 	// (/metrics, /debug/endpoints, /debug/pprof/): Kubernetes mode's
 	// --metrics-endpoint-auth puts TokenReview authentication and
@@ -455,7 +458,7 @@ func (s *Server) listen() error {
 		hs.SetServingStatus("envoy.service.ext_proc.v3.ExternalProcessor", healthpb.HealthCheckResponse_SERVING)
 		healthpb.RegisterHealthServer(s.grpcSrv, hs)
 	}
-	s.checker = health.New(s.ready, false)
+	s.checker = health.New(s.ready, s.cfg.LeaderElection)
 	s.healthSrv = grpc.NewServer()
 	health.Register(s.healthSrv, s.checker)
 	if s.metricsLis != nil {

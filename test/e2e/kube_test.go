@@ -121,6 +121,7 @@ func TestLeaderElection(t *testing.T) {
 		if p != leader {
 			require.False(t, serving(t, h, "inference-extension"), "the standby's GIE probe service follows readiness")
 		}
+		require.Equal(t, healthpb.HealthCheckResponse_SERVICE_UNKNOWN, healthOf(t, h, "no-such-service"), "with leader election, as GIE")
 	}
 	standby := a
 	if leader == a {
