@@ -148,6 +148,12 @@ func TestRenderedManifests(t *testing.T) {
 				}
 				return
 			}
+			// "Removing it" in the README deletes by this label.
+			for _, u := range objs {
+				if u.GetKind() != "CustomResourceDefinition" && u.GetLabels()["app.kubernetes.io/part-of"] != "switchyard" {
+					t.Errorf("%s lacks the label app.kubernetes.io/part-of=switchyard", describe(u))
+				}
+			}
 			checkEPP(t, objs, want)
 			checkRBAC(t, objs)
 			checkRoutes(t, objs, want)

@@ -27,7 +27,7 @@ func TestServeFlagErrors(t *testing.T) {
 		{"selector without ports", []string{"--endpoint-selector", "app=x", "--kubeconfig", "testdata/kubeconfig.yaml"}, "--endpoint-target-ports: needed with --endpoint-selector"},
 		{"port out of range", []string{"--endpoint-selector", "app=x", "--endpoint-target-ports", "8000,70000", "--kubeconfig", "testdata/kubeconfig.yaml"}, "--endpoint-target-ports[1]: 70000 is not a port (1..65535)"},
 		{"alpha pool group", []string{"--pool-name", "p", "--pool-group", "inference.networking.x-k8s.io", "--kubeconfig", "testdata/kubeconfig.yaml"}, "migrate the pool"},
-		{"lease timing", []string{"--pool-name", "p", "--ha-enable-leader-election", "--ha-lease-duration", "1s", "--kubeconfig", "testdata/kubeconfig.yaml"}, "need retry period (2s) < renew deadline (10s) < lease duration (1s)"},
+		{"lease timing", []string{"--pool-name", "p", "--ha-enable-leader-election", "--ha-lease-duration", "1s", "--kubeconfig", "testdata/kubeconfig.yaml"}, "need renew deadline (10s) < lease duration (1s)"},
 		{"both configs", []string{"--endpoints-file", "e.yaml", "--config-file", "a", "--config-text", "b"}, "--config-file and --config-text are mutually exclusive"},
 		{"bad port", []string{"--endpoints-file", "e.yaml", "--grpc-port", "70000"}, "--grpc-port: must be 0..65535, got 70000"},
 		{"bad encoder", []string{"--endpoints-file", "e.yaml", "--zap-encoder", "xml"}, "--zap-encoder: want json or console"},

@@ -482,9 +482,10 @@ func (s *Server) listen() error {
 	return nil
 }
 
-// firstWins merges gatherers; a metric family that an earlier gatherer
-// already gave is skipped, not reported as a collision. controller-runtime's
-// registry and the server's both carry the Go and process collectors.
+// firstWins merges gatherers. The Go runtime and process families, which
+// controller-runtime's registry and the server's both carry, are served
+// once (the first gatherer's); any other name given twice is a gathering
+// error, as prometheus.Gatherers reports it.
 type firstWins []prometheus.Gatherer
 
 // Gather implements prometheus.Gatherer.
@@ -500,9 +501,13 @@ func (g firstWins) Gather() ([]*dto.MetricFamily, error) {
 			errs = append(errs, err)
 		}
 		for _, f := range fams {
-			if !seen[f.GetName()] {
-				seen[f.GetName()] = true
+			name := f.GetName()
+			switch {
+			case !seen[name]:
+				seen[name] = true
 				out = append(out, f)
+			case !strings.HasPrefix(name, "go_") && !strings.HasPrefix(name, "process_"):
+				errs = append(errs, fmt.Errorf("metric family %s is served by two registries; the second is dropped", name))
 			}
 		}
 	}

@@ -21,11 +21,13 @@
 // Service sends traffic to one replica (active-passive, as GIE), and a
 // standby takes over without a cold start. The election is client-go's on
 // a Lease (GIE's name for the pool): a leader that stops gracefully
-// releases it, so a standby takes over within one retry period; after a
-// crash the Lease expires first. A leader that cannot renew (an API-server
-// outage longer than the renew deadline) steps down and campaigns again;
-// unlike a controller-runtime manager's election, it does not exit, so an
-// outage does not turn into restarts.
+// releases it, so a standby takes it at its next attempt; after a crash the
+// Lease expires first. A leader whose renewals fail for the renew deadline
+// (an API-server outage, a dead connection) stops being ready before a
+// successor could take the Lease and campaigns again; unlike a
+// controller-runtime manager's election it does not exit, so an outage
+// does not turn into restarts. The caches wait for the API server without
+// a deadline.
 //
 // The manager starts without API discovery (the two kinds' mappings are
 // known), so the EPP starts, live but not ready, while the API server is

@@ -101,7 +101,9 @@ func TestOptionsValidate(t *testing.T) {
 		{"ports", kubesource.Options{Config: cfg, Namespace: "ns", Selector: sel, TargetPorts: []int{0, 8000, 8000}}, []string{"--endpoint-target-ports[0]: 0 is not a port", "--endpoint-target-ports[2]: 8000 is listed twice"}},
 		{"no ports", kubesource.Options{Config: cfg, Namespace: "ns", Selector: sel}, []string{"--endpoint-target-ports: needed"}},
 		{"group", kubesource.Options{Config: cfg, Namespace: "ns", PoolName: "p", PoolGroup: "example.com"}, []string{`--pool-group: "example.com" is not served`}},
-		{"lease times", kubesource.Options{Config: cfg, Namespace: "ns", PoolName: "p", LeaderElection: true, LeaseDuration: time.Second}, []string{"need retry period (2s) < renew deadline (10s) < lease duration (1s)"}},
+		{"lease times", kubesource.Options{Config: cfg, Namespace: "ns", PoolName: "p", LeaderElection: true, LeaseDuration: time.Second}, []string{"need renew deadline (10s) < lease duration (1s)"}},
+		{"sub-second lease", kubesource.Options{Config: cfg, Namespace: "ns", PoolName: "p", LeaderElection: true, LeaseDuration: 900 * time.Millisecond, RenewDeadline: 600 * time.Millisecond, RetryPeriod: 200 * time.Millisecond}, []string{"--ha-lease-duration: 900ms is not a whole number of seconds"}},
+		{"retry jitter", kubesource.Options{Config: cfg, Namespace: "ns", PoolName: "p", LeaderElection: true, RenewDeadline: 2200 * time.Millisecond, RetryPeriod: 2 * time.Second}, []string{"need renew deadline (2.2s) > 1.2 × retry period (2s)"}},
 		{"lease times without election", kubesource.Options{Config: cfg, Namespace: "ns", PoolName: "p", LeaseDuration: time.Second}, nil},
 		{"too many ports", kubesource.Options{Config: cfg, Namespace: "ns", Selector: sel, TargetPorts: []int{1, 2, 3, 4, 5, 6, 7, 8, 9}}, []string{"9 ports, at most 8"}},
 		{"selector lease without a Deployment pod name", kubesource.Options{Config: cfg, Namespace: "ns", Selector: sel, TargetPorts: []int{8000}, LeaderElection: true}, []string{`must look like <deployment>-<hash>-<suffix>; got "epp-0"`}},
@@ -197,7 +199,9 @@ func TestDeploymentName(t *testing.T) {
 		"my-epp-v2-7d9f8c6b5-x2x9z":   "my-epp-v2",
 		"epp-0":                       "",
 		"":                            "",
-		"vllm-llama3-epp-5f7c9d8b6-a": "vllm-llama3-epp",
+		"vllm-llama3-epp-5f7c9d8b6-a": "",
+		"my-epp-0":                    "",
+		"my-epp-v2-5f7c9d8b6-a0eio":   "",
 	} {
 		got, ok := kubesource.DeploymentName(pod)
 		require.Equal(t, want, got, pod)

@@ -25,6 +25,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -177,8 +178,14 @@ func (o *Options) Validate() error {
 	}
 	if o.LeaderElection {
 		ld, rd, rp := o.leaseTimes()
-		if !(rp < rd && rd < ld) {
-			errs = append(errs, fmt.Sprintf("leader election: need retry period (%s) < renew deadline (%s) < lease duration (%s)", rp, rd, ld))
+		switch {
+		case ld < time.Second || ld%time.Second != 0:
+			// A Lease records whole seconds.
+			errs = append(errs, fmt.Sprintf("--ha-lease-duration: %s is not a whole number of seconds (at least 1s)", ld))
+		case !(rd < ld):
+			errs = append(errs, fmt.Sprintf("leader election: need renew deadline (%s) < lease duration (%s)", rd, ld))
+		case float64(rd) <= leaderelection.JitterFactor*float64(rp):
+			errs = append(errs, fmt.Sprintf("leader election: need renew deadline (%s) > %.1f × retry period (%s)", rd, leaderelection.JitterFactor, rp))
 		}
 	}
 	if len(errs) > 0 {
@@ -213,8 +220,10 @@ func (o *Options) leaseName() string {
 	return fmt.Sprintf("epp-%s-%s.gateway-api-inference-extension.sigs.k8s.io", o.Namespace, name)
 }
 
-// deploymentPod is a Deployment's pod name: <deployment>-<hash>-<suffix>.
-var deploymentPod = regexp.MustCompile(`^(.+)-[a-z0-9]+-[a-z0-9]+$`)
+// deploymentPod is a Deployment's pod name: <deployment>-<pod-template
+// hash>-<5 characters>, both from Kubernetes' safe alphabet (no vowels,
+// no 0, 1 or 3), so a StatefulSet's "my-epp-0" does not match.
+var deploymentPod = regexp.MustCompile(`^(.+)-[bcdfghjklmnpqrstvwxz2456789]{1,10}-[bcdfghjklmnpqrstvwxz2456789]{5}$`)
 
 // DeploymentName returns the Deployment of a pod name
 // ("epp-7d9f8c6b5-x2x9z" → "epp"), as GIE reads it; ok is false for a
@@ -289,6 +298,10 @@ func New(store *datastore.Store, opts Options) (*Source, error) {
 		WatchesRawSource(source.Channel(s.kick, toKey)).
 		WithOptions(controller.Options{
 			MaxConcurrentReconciles: 1,
+			// The caches sync when the API server answers, however late:
+			// controller-runtime's 2-minute default would stop an EPP that
+			// started during an API-server outage.
+			CacheSyncTimeout: 100 * 365 * 24 * time.Hour,
 			// One controller per source; tests (and embedders) may run
 			// several sources in one process.
 			SkipNameValidation: ptr.To(true),
@@ -390,7 +403,7 @@ func (s *Source) poolSpec(ctx context.Context) (labels.Selector, []int, bool, er
 	var pool infv1.InferencePool
 	err := s.reader.Get(ctx, types.NamespacedName{Namespace: s.opts.Namespace, Name: s.opts.PoolName}, &pool)
 	switch {
-	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err) || err == nil && pool.DeletionTimestamp != nil:
+	case apierrors.IsNotFound(err) || err == nil && pool.DeletionTimestamp != nil:
 		return nil, nil, false, s.noPool()
 	case err != nil:
 		return nil, nil, false, fmt.Errorf("get InferencePool: %w", err)

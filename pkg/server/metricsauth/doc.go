@@ -3,12 +3,13 @@
 // bearer token that the API server accepts (TokenReview) and permission
 // for its path (SubjectAccessReview on the non-resource URL, e.g. GET
 // /metrics, which a ClusterRole with nonResourceURLs ["/metrics"] grants).
-// Answers are cached (1 minute for tokens, 5 minutes for allowed and 30
-// seconds for denied decisions), so a Prometheus scrape costs no API call
-// most of the time.
+// Answers are cached (an accepted token 1 minute, a rejected one 10
+// seconds, an allowed path 5 minutes, a denied one 30 seconds; tokens are
+// keyed by their SHA-256, never kept or logged), so a Prometheus scrape
+// costs no API call most of the time.
 //
-// Refusals: 401 without a token or with one that cannot be verified (the
-// API server rejects it, or cannot be reached: the log says which, at
-// V(1)), 403 when the token's user may not GET the path, 503 when the API
-// server cannot be asked for access. Imported by cmd/epp.
+// Refusals: 401 without a bearer token or with one the API server rejects
+// (logged at V(1)), 403 when the token's user may not use the path (V(1)),
+// 503 when the API server cannot be asked (logged as an error). Imported by
+// cmd/epp.
 package metricsauth

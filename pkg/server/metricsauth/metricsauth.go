@@ -1,104 +1,199 @@
 package metricsauth
 
 import (
+	"context"
+	"crypto/sha256"
 	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
-	"k8s.io/apimachinery/pkg/util/wait"
-	apiserverapi "k8s.io/apiserver/pkg/apis/apiserver"
-	"k8s.io/apiserver/pkg/authentication/authenticator"
-	"k8s.io/apiserver/pkg/authentication/authenticatorfactory"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
-	"k8s.io/apiserver/pkg/authorization/authorizerfactory"
-	authenticationv1 "k8s.io/client-go/kubernetes/typed/authentication/v1"
-	authorizationv1 "k8s.io/client-go/kubernetes/typed/authorization/v1"
+	authnv1 "k8s.io/api/authentication/v1"
+	authzv1 "k8s.io/api/authorization/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	authnclient "k8s.io/client-go/kubernetes/typed/authentication/v1"
+	authzclient "k8s.io/client-go/kubernetes/typed/authorization/v1"
 	"k8s.io/client-go/rest"
 )
 
-// backoff retries a review the API server failed to answer.
-var backoff = wait.Backoff{Duration: 500 * time.Millisecond, Factor: 1.5, Jitter: 0.2, Steps: 5}
+// Cache lifetimes of review answers.
+const (
+	TokenTTL        = time.Minute      // an accepted token
+	RejectedTTL     = 10 * time.Second // a rejected token
+	AllowTTL        = 5 * time.Minute  // an allowed user and path
+	DenyTTL         = 30 * time.Second // a denied user and path
+	maxCacheEntries = 4096             // per cache; a full cache is emptied
+	reviewTimeout   = 10 * time.Second
+)
+
+// Reviewer asks the API server (TokenReview, SubjectAccessReview); tests
+// may stub it.
+type Reviewer interface {
+	ReviewToken(ctx context.Context, token string) (*authnv1.TokenReviewStatus, error)
+	ReviewAccess(ctx context.Context, user authnv1.UserInfo, verb, path string) (*authzv1.SubjectAccessReviewStatus, error)
+}
 
 // Filter returns a wrapper that authenticates and authorizes every request
 // of a handler against the API server reached with cfg.
 func Filter(cfg *rest.Config, log logr.Logger) (func(http.Handler) http.Handler, error) {
-	hc, err := rest.HTTPClientFor(cfg)
+	authn, err := authnclient.NewForConfig(rest.CopyConfig(cfg))
 	if err != nil {
 		return nil, err
 	}
-	authn, err := authenticationv1.NewForConfigAndClient(cfg, hc)
+	authz, err := authzclient.NewForConfig(rest.CopyConfig(cfg))
 	if err != nil {
 		return nil, err
 	}
-	authz, err := authorizationv1.NewForConfigAndClient(cfg, hc)
-	if err != nil {
-		return nil, err
-	}
-	tokens, _, err := authenticatorfactory.DelegatingAuthenticatorConfig{
-		Anonymous:                &apiserverapi.AnonymousAuthConfig{Enabled: false},
-		CacheTTL:                 time.Minute,
-		TokenAccessReviewClient:  authn,
-		TokenAccessReviewTimeout: 10 * time.Second,
-		WebhookRetryBackoff:      &backoff,
-	}.New()
-	if err != nil {
-		return nil, fmt.Errorf("token authenticator: %w", err)
-	}
-	access, err := authorizerfactory.DelegatingAuthorizerConfig{
-		SubjectAccessReviewClient: authz,
-		AllowCacheTTL:             5 * time.Minute,
-		DenyCacheTTL:              30 * time.Second,
-		WebhookRetryBackoff:       &backoff,
-	}.New()
-	if err != nil {
-		return nil, fmt.Errorf("access authorizer: %w", err)
-	}
+	return FilterWith(apiReviewer{authn, authz}, log), nil
+}
+
+// FilterWith is Filter with another Reviewer.
+func FilterWith(r Reviewer, log logr.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
-		return &guard{next: next, tokens: tokens, access: access, log: log}
-	}, nil
+		return &guard{next: next, r: r, log: log, tokens: map[[32]byte]tokenEntry{}, access: map[string]accessEntry{}}
+	}
+}
+
+type apiReviewer struct {
+	authn authnclient.AuthenticationV1Interface
+	authz authzclient.AuthorizationV1Interface
+}
+
+func (a apiReviewer) ReviewToken(ctx context.Context, token string) (*authnv1.TokenReviewStatus, error) {
+	tr, err := a.authn.TokenReviews().Create(ctx, &authnv1.TokenReview{Spec: authnv1.TokenReviewSpec{Token: token}}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return &tr.Status, nil
+}
+
+func (a apiReviewer) ReviewAccess(ctx context.Context, u authnv1.UserInfo, verb, path string) (*authzv1.SubjectAccessReviewStatus, error) {
+	extra := make(map[string]authzv1.ExtraValue, len(u.Extra))
+	for k, v := range u.Extra {
+		extra[k] = authzv1.ExtraValue(v)
+	}
+	sar, err := a.authz.SubjectAccessReviews().Create(ctx, &authzv1.SubjectAccessReview{Spec: authzv1.SubjectAccessReviewSpec{
+		User: u.Username, UID: u.UID, Groups: u.Groups, Extra: extra,
+		NonResourceAttributes: &authzv1.NonResourceAttributes{Path: path, Verb: verb},
+	}}, metav1.CreateOptions{})
+	if err != nil {
+		return nil, err
+	}
+	return &sar.Status, nil
+}
+
+type tokenEntry struct {
+	ok      bool
+	user    authnv1.UserInfo
+	expires time.Time
+}
+
+type accessEntry struct {
+	allowed bool
+	reason  string
+	expires time.Time
 }
 
 type guard struct {
-	next   http.Handler
-	tokens authenticator.Request
-	access authorizer.Authorizer
-	log    logr.Logger
+	next http.Handler
+	r    Reviewer
+	log  logr.Logger
+
+	mu     sync.Mutex
+	tokens map[[32]byte]tokenEntry // by SHA-256 of the token: no token is kept
+	access map[string]accessEntry  // by user, verb and path
 }
 
-func (g *guard) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	if !strings.HasPrefix(r.Header.Get("Authorization"), "Bearer ") {
+func (g *guard) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	scheme, token, _ := strings.Cut(req.Header.Get("Authorization"), " ")
+	token = strings.TrimSpace(token)
+	if !strings.EqualFold(scheme, "Bearer") || token == "" {
 		w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard-metrics"`)
 		http.Error(w, "Unauthorized: send a Kubernetes bearer token (Authorization: Bearer ...)", http.StatusUnauthorized)
 		return
 	}
-	res, ok, err := g.tokens.AuthenticateRequest(r)
-	if err != nil || !ok {
-		// A token the API server rejects is the client's problem (401);
-		// the reason stays in the log, not in the answer.
-		g.log.V(1).Info("Metrics request refused: token not accepted", "path", r.URL.Path, "remote", r.RemoteAddr, "reason", errString(err))
+	user, ok, err := g.authenticate(req.Context(), token)
+	switch {
+	case err != nil:
+		g.log.Error(err, "Metrics request: cannot review the token with the API server", "path", req.URL.Path)
+		http.Error(w, "Service Unavailable: cannot check the token with the API server", http.StatusServiceUnavailable)
+		return
+	case !ok:
+		g.log.V(1).Info("Metrics request refused: the API server does not accept the token", "path", req.URL.Path, "remote", req.RemoteAddr)
 		w.Header().Set("WWW-Authenticate", `Bearer realm="switchyard-metrics", error="invalid_token"`)
 		http.Error(w, "Unauthorized: the token is not accepted by the API server", http.StatusUnauthorized)
 		return
 	}
-	attrs := authorizer.AttributesRecord{User: res.User, Verb: strings.ToLower(r.Method), Path: r.URL.Path}
-	decision, reason, err := g.access.Authorize(r.Context(), attrs)
+	verb := strings.ToLower(req.Method)
+	allowed, reason, err := g.authorize(req.Context(), user, verb, req.URL.Path)
 	switch {
 	case err != nil:
-		g.log.Error(err, "Metrics request: cannot ask the API server for access", "path", r.URL.Path, "user", res.User.GetName())
+		g.log.Error(err, "Metrics request: cannot review access with the API server", "path", req.URL.Path, "user", user.Username)
 		http.Error(w, "Service Unavailable: cannot check access with the API server", http.StatusServiceUnavailable)
-	case decision != authorizer.DecisionAllow:
-		g.log.V(1).Info("Metrics request refused: no access", "path", r.URL.Path, "user", res.User.GetName(), "reason", reason)
-		http.Error(w, fmt.Sprintf("Forbidden: user %q may not %s %s", res.User.GetName(), strings.ToUpper(attrs.Verb), r.URL.Path), http.StatusForbidden)
+	case !allowed:
+		g.log.V(1).Info("Metrics request refused: no access", "path", req.URL.Path, "user", user.Username, "reason", reason)
+		http.Error(w, fmt.Sprintf("Forbidden: user %q may not %s %s", user.Username, strings.ToUpper(verb), req.URL.Path), http.StatusForbidden)
 	default:
-		g.next.ServeHTTP(w, r)
+		g.next.ServeHTTP(w, req)
 	}
 }
 
-func errString(err error) string {
-	if err == nil {
-		return "not authenticated"
+// authenticate reviews a token (cached by its hash). A review that the API
+// server could not answer is an error, not a rejection.
+func (g *guard) authenticate(ctx context.Context, token string) (authnv1.UserInfo, bool, error) {
+	key := sha256.Sum256([]byte(token))
+	now := time.Now()
+	g.mu.Lock()
+	e, hit := g.tokens[key]
+	g.mu.Unlock()
+	if hit && now.Before(e.expires) {
+		return e.user, e.ok, nil
 	}
-	return err.Error()
+	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
+	defer cancel()
+	st, err := g.r.ReviewToken(ctx, token)
+	if err != nil {
+		return authnv1.UserInfo{}, false, err
+	}
+	e = tokenEntry{ok: st.Authenticated, user: st.User, expires: now.Add(RejectedTTL)}
+	if st.Authenticated {
+		e.expires = now.Add(TokenTTL)
+	}
+	g.mu.Lock()
+	if len(g.tokens) >= maxCacheEntries {
+		clear(g.tokens)
+	}
+	g.tokens[key] = e
+	g.mu.Unlock()
+	return e.user, e.ok, nil
+}
+
+func (g *guard) authorize(ctx context.Context, u authnv1.UserInfo, verb, path string) (bool, string, error) {
+	key := u.Username + "\x00" + u.UID + "\x00" + strings.Join(u.Groups, ",") + "\x00" + verb + "\x00" + path
+	now := time.Now()
+	g.mu.Lock()
+	e, hit := g.access[key]
+	g.mu.Unlock()
+	if hit && now.Before(e.expires) {
+		return e.allowed, e.reason, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
+	defer cancel()
+	st, err := g.r.ReviewAccess(ctx, u, verb, path)
+	if err != nil {
+		return false, "", err
+	}
+	e = accessEntry{allowed: st.Allowed && !st.Denied, reason: st.Reason, expires: now.Add(DenyTTL)}
+	if e.allowed {
+		e.expires = now.Add(AllowTTL)
+	}
+	g.mu.Lock()
+	if len(g.access) >= maxCacheEntries {
+		clear(g.access)
+	}
+	g.access[key] = e
+	g.mu.Unlock()
+	return e.allowed, e.reason, nil
 }
