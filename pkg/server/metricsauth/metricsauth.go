@@ -52,7 +52,7 @@ func Filter(cfg *rest.Config, log logr.Logger) (func(http.Handler) http.Handler,
 // FilterWith is Filter with another Reviewer.
 func FilterWith(r Reviewer, log logr.Logger) func(http.Handler) http.Handler {
 	return func(next http.Handler) http.Handler {
-		return &guard{next: next, r: r, log: log, tokens: map[[32]byte]tokenEntry{}, access: map[string]accessEntry{}}
+		return &guard{next: next, r: r, log: log}
 	}
 }
 
@@ -85,15 +85,45 @@ func (a apiReviewer) ReviewAccess(ctx context.Context, u authnv1.UserInfo, verb,
 }
 
 type tokenEntry struct {
-	ok      bool
-	user    authnv1.UserInfo
-	expires time.Time
+	ok   bool
+	user authnv1.UserInfo
 }
 
 type accessEntry struct {
 	allowed bool
 	reason  string
+}
+
+// ttlCache keeps review answers until they expire; a full cache is emptied
+// (the answers are cheap to ask again, and the cache stays bounded).
+type ttlCache[K comparable, V any] struct {
+	mu sync.Mutex
+	m  map[K]ttlEntry[V]
+}
+
+type ttlEntry[V any] struct {
+	v       V
 	expires time.Time
+}
+
+func (c *ttlCache[K, V]) get(k K, now time.Time) (V, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
+	if !ok || !now.Before(e.expires) {
+		var zero V
+		return zero, false
+	}
+	return e.v, true
+}
+
+func (c *ttlCache[K, V]) put(k K, v V, expires time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxCacheEntries {
+		c.m = make(map[K]ttlEntry[V])
+	}
+	c.m[k] = ttlEntry[V]{v: v, expires: expires}
 }
 
 type guard struct {
@@ -101,9 +131,8 @@ type guard struct {
 	r    Reviewer
 	log  logr.Logger
 
-	mu     sync.Mutex
-	tokens map[[32]byte]tokenEntry // by SHA-256 of the token: no token is kept
-	access map[string]accessEntry  // by user, verb and path
+	tokens ttlCache[[32]byte, tokenEntry] // by SHA-256 of the token: no token is kept
+	access ttlCache[string, accessEntry]  // by user, verb and path
 }
 
 func (g *guard) ServeHTTP(w http.ResponseWriter, req *http.Request) {
@@ -145,10 +174,7 @@ func (g *guard) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 func (g *guard) authenticate(ctx context.Context, token string) (authnv1.UserInfo, bool, error) {
 	key := sha256.Sum256([]byte(token))
 	now := time.Now()
-	g.mu.Lock()
-	e, hit := g.tokens[key]
-	g.mu.Unlock()
-	if hit && now.Before(e.expires) {
+	if e, ok := g.tokens.get(key, now); ok {
 		return e.user, e.ok, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
@@ -157,26 +183,19 @@ func (g *guard) authenticate(ctx context.Context, token string) (authnv1.UserInf
 	if err != nil {
 		return authnv1.UserInfo{}, false, err
 	}
-	e = tokenEntry{ok: st.Authenticated, user: st.User, expires: now.Add(RejectedTTL)}
+	ttl := RejectedTTL
 	if st.Authenticated {
-		e.expires = now.Add(TokenTTL)
+		ttl = TokenTTL
 	}
-	g.mu.Lock()
-	if len(g.tokens) >= maxCacheEntries {
-		clear(g.tokens)
-	}
-	g.tokens[key] = e
-	g.mu.Unlock()
-	return e.user, e.ok, nil
+	g.tokens.put(key, tokenEntry{ok: st.Authenticated, user: st.User}, now.Add(ttl))
+	return st.User, st.Authenticated, nil
 }
 
+// authorize asks whether the user may use verb on path (cached).
 func (g *guard) authorize(ctx context.Context, u authnv1.UserInfo, verb, path string) (bool, string, error) {
 	key := u.Username + "\x00" + u.UID + "\x00" + strings.Join(u.Groups, ",") + "\x00" + verb + "\x00" + path
 	now := time.Now()
-	g.mu.Lock()
-	e, hit := g.access[key]
-	g.mu.Unlock()
-	if hit && now.Before(e.expires) {
+	if e, ok := g.access.get(key, now); ok {
 		return e.allowed, e.reason, nil
 	}
 	ctx, cancel := context.WithTimeout(ctx, reviewTimeout)
@@ -185,15 +204,11 @@ func (g *guard) authorize(ctx context.Context, u authnv1.UserInfo, verb, path st
 	if err != nil {
 		return false, "", err
 	}
-	e = accessEntry{allowed: st.Allowed && !st.Denied, reason: st.Reason, expires: now.Add(DenyTTL)}
+	e := accessEntry{allowed: st.Allowed && !st.Denied, reason: st.Reason}
+	ttl := DenyTTL
 	if e.allowed {
-		e.expires = now.Add(AllowTTL)
+		ttl = AllowTTL
 	}
-	g.mu.Lock()
-	if len(g.access) >= maxCacheEntries {
-		clear(g.access)
-	}
-	g.access[key] = e
-	g.mu.Unlock()
+	g.access.put(key, e, now.Add(ttl))
 	return e.allowed, e.reason, nil
 }
