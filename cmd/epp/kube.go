@@ -80,8 +80,8 @@ func (p *portList) Set(s string) error {
 	return nil
 }
 
-// kubeMode is what Kubernetes mode adds to the server configuration.
-type kubeMode struct {
+// kubeParts is what Kubernetes mode adds to the server configuration.
+type kubeParts struct {
 	source    func(*datastore.Store) (server.EndpointSource, error)
 	namespace string
 	// metricsFilter authenticates and authorizes the metrics port
@@ -92,7 +92,7 @@ type kubeMode struct {
 // kubeSource checks the Kubernetes-mode flags and returns what the server
 // needs: the endpoint source factory, the pool's namespace and the metrics
 // port's filter.
-func (f *serveFlags) kubeSource(logger logr.Logger) (kubeMode, error) {
+func (f *serveFlags) kubeSource(logger logr.Logger) (kubeParts, error) {
 	ns := f.poolNamespace
 	if ns == "" {
 		ns = os.Getenv("NAMESPACE")
@@ -116,7 +116,7 @@ func (f *serveFlags) kubeSource(logger logr.Logger) (kubeMode, error) {
 	if f.endpointSelector != "" {
 		sel, err := labels.Parse(f.endpointSelector)
 		if err != nil {
-			return kubeMode{}, fmt.Errorf("--endpoint-selector: %w", err)
+			return kubeParts{}, fmt.Errorf("--endpoint-selector: %w", err)
 		}
 		opts.Selector = sel
 	}
@@ -124,16 +124,16 @@ func (f *serveFlags) kubeSource(logger logr.Logger) (kubeMode, error) {
 	// missing kubeconfig is a start-up error, not a crash loop later.
 	cfg, err := restConfig(f.kube.kubeconfig)
 	if err != nil {
-		return kubeMode{}, err
+		return kubeParts{}, err
 	}
 	opts.Config = cfg
 	if err := opts.Validate(); err != nil {
-		return kubeMode{}, err
+		return kubeParts{}, err
 	}
 	// controller-runtime and client-go log through the global loggers.
 	ctrllog.SetLogger(logger.WithName("kubernetes"))
 	klog.SetLogger(logger.WithName("client-go"))
-	km := kubeMode{namespace: ns, source: func(store *datastore.Store) (server.EndpointSource, error) {
+	km := kubeParts{namespace: ns, source: func(store *datastore.Store) (server.EndpointSource, error) {
 		return kubesource.New(store, opts)
 	}}
 	if f.metricsAuth {
@@ -141,7 +141,7 @@ func (f *serveFlags) kubeSource(logger logr.Logger) (kubeMode, error) {
 		// TokenReview, then a SubjectAccessReview for the path (GET
 		// /metrics needs a ClusterRole with nonResourceURLs ["/metrics"]).
 		if km.metricsFilter, err = metricsauth.Filter(cfg, logger.WithName("metrics-auth")); err != nil {
-			return kubeMode{}, fmt.Errorf("--metrics-endpoint-auth: %w", err)
+			return kubeParts{}, fmt.Errorf("--metrics-endpoint-auth: %w", err)
 		}
 	}
 	return km, nil

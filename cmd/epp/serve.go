@@ -173,11 +173,11 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 		pool = "switchyard"
 	}
 	var (
-		src       func(*datastore.Store) (server.EndpointSource, error)
-		gatherers []prometheus.Gatherer
+		src           func(*datastore.Store) (server.EndpointSource, error)
+		gatherers     []prometheus.Gatherer
+		metricsFilter func(http.Handler) http.Handler
+		poolNamespace = f.poolNamespace
 	)
-	poolNamespace := f.poolNamespace
-	var metricsFilter func(http.Handler) http.Handler
 	if kubeMode {
 		km, err := f.kubeSource(logger)
 		if err != nil {
