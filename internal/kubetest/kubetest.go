@@ -25,6 +25,7 @@ import (
 	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sruntime "k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
@@ -361,7 +362,7 @@ func (e *Env) Update(t testing.TB, obj client.Object, mutate func()) {
 func retry(f func() error) error {
 	var err error
 	for range 5 {
-		if err = f(); err == nil || !strings.Contains(err.Error(), "the object has been modified") {
+		if err = f(); err == nil || !apierrors.IsConflict(err) {
 			return err
 		}
 	}

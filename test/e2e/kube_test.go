@@ -63,16 +63,38 @@ func serving(t *testing.T, addr, service string) bool {
 	return healthOf(t, addr, service) == healthpb.HealthCheckResponse_SERVING
 }
 
+// haPool starts a control plane with an InferencePool "pool" and one ready
+// pod at ip in a new namespace.
+func haPool(t *testing.T, prefix, ip string) (*kubetest.Env, string) {
+	t.Helper()
+	env := kubetest.Start(t, kubetest.Options{})
+	ns := env.Namespace(t, prefix)
+	require.NoError(t, env.Client.Create(context.Background(), kubetest.Pool(ns, "pool", map[string]string{"app": "sim"}, 8000)))
+	env.CreatePod(t, kubetest.Pod{Name: "sim-0", Namespace: ns, IP: ip, Ready: true, Labels: map[string]string{"app": "sim"}})
+	return env, ns
+}
+
+// leaseTimes are an HA replica's election timings.
+type leaseTimes struct{ lease, renew, retry time.Duration }
+
+// haReplica starts an epp process with leader election on the pool of
+// haPool and returns it with its health address.
+func haReplica(t *testing.T, name, ns, kubeconfig string, lt leaseTimes) (*proc, string) {
+	t.Helper()
+	p := startProcEnv(t, name, "epp", []string{"NAMESPACE=" + ns, "POD_NAME=" + name},
+		"--pool-name", "pool", "--kubeconfig", kubeconfig, "--ha-enable-leader-election",
+		"--ha-lease-duration", lt.lease.String(), "--ha-renew-deadline", lt.renew.String(), "--ha-retry-period", lt.retry.String(),
+		"--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0", "--secure-serving=false",
+		"--zap-encoder", "json", "-v", "1")
+	return p, p.waitFor(t, healthAddrRE)
+}
+
 // Leader election (--ha-enable-leader-election) against a real API server,
 // with real processes: of two replicas exactly one is ready; when the
 // leader stops (SIGTERM: it releases the lease) or dies (SIGKILL: the lease
 // expires), the standby takes over within the lease duration.
 func TestLeaderElection(t *testing.T) {
-	env := kubetest.Start(t, kubetest.Options{})
-	ns := env.Namespace(t, "ha")
-	ctx := context.Background()
-	require.NoError(t, env.Client.Create(ctx, kubetest.Pool(ns, "pool", map[string]string{"app": "sim"}, 8000)))
-	env.CreatePod(t, kubetest.Pod{Name: "sim-0", Namespace: ns, IP: "127.10.4.1", Ready: true, Labels: map[string]string{"app": "sim"}})
+	env, ns := haPool(t, "ha", "127.10.4.1")
 
 	// The replicas run with the ServiceAccount and Role of manifests/base,
 	// nothing more: the least-privilege Role must be enough.
@@ -84,12 +106,7 @@ func TestLeaderElection(t *testing.T) {
 		retry = 500 * time.Millisecond
 	)
 	replica := func(name string) (*proc, string) {
-		p := startProcEnv(t, name, "epp", []string{"NAMESPACE=" + ns, "POD_NAME=" + name},
-			"--pool-name", "pool", "--kubeconfig", kubeconfig, "--ha-enable-leader-election",
-			"--ha-lease-duration", lease.String(), "--ha-renew-deadline", renew.String(), "--ha-retry-period", retry.String(),
-			"--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0", "--secure-serving=false",
-			"--zap-encoder", "json", "-v", "1")
-		return p, p.waitFor(t, healthAddrRE)
+		return haReplica(t, name, ns, kubeconfig, leaseTimes{lease, renew, retry})
 	}
 	a, aHealth := replica("epp-a")
 	b, bHealth := replica("epp-b")

@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"io"
 	"net"
 	"net/url"
@@ -11,8 +10,6 @@ import (
 
 	"github.com/stretchr/testify/require"
 	"k8s.io/client-go/tools/clientcmd"
-
-	"github.com/switchyard-ai/switchyard/internal/kubetest"
 )
 
 // freezer is a TCP proxy to the API server that can stop carrying bytes
@@ -122,11 +119,7 @@ func kubeconfigVia(t *testing.T, kubeconfig, addr string) string {
 // stops being ready before the lease can pass to the standby, so the two
 // are never ready at once; when the partition heals it stays a standby.
 func TestLeaderElectionPartition(t *testing.T) {
-	env := kubetest.Start(t, kubetest.Options{})
-	ns := env.Namespace(t, "partition")
-	ctx := context.Background()
-	require.NoError(t, env.Client.Create(ctx, kubetest.Pool(ns, "pool", map[string]string{"app": "sim"}, 8000)))
-	env.CreatePod(t, kubetest.Pod{Name: "sim-0", Namespace: ns, IP: "127.10.5.1", Ready: true, Labels: map[string]string{"app": "sim"}})
+	env, ns := haPool(t, "partition", "127.10.5.1")
 	api, err := url.Parse(env.Config.Host)
 	require.NoError(t, err)
 	proxy := startFreezer(t, api.Host)
@@ -137,11 +130,8 @@ func TestLeaderElectionPartition(t *testing.T) {
 		retry = 500 * time.Millisecond
 	)
 	replica := func(name, kubeconfig string) string {
-		p := startProcEnv(t, name, "epp", []string{"NAMESPACE=" + ns, "POD_NAME=" + name},
-			"--pool-name", "pool", "--kubeconfig", kubeconfig, "--ha-enable-leader-election",
-			"--ha-lease-duration", lease.String(), "--ha-renew-deadline", renew.String(), "--ha-retry-period", retry.String(),
-			"--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0", "--secure-serving=false", "--zap-encoder", "json", "-v", "1")
-		return p.waitFor(t, healthAddrRE)
+		_, health := haReplica(t, name, ns, kubeconfig, leaseTimes{lease, renew, retry})
+		return health
 	}
 	a := replica("epp-a", kubeconfigVia(t, env.Kubeconfig, proxy.ln.Addr().String()))
 	require.Eventually(t, func() bool { return serving(t, a, "readiness") }, 30*time.Second, 50*time.Millisecond, "epp-a leads")

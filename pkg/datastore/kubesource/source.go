@@ -114,8 +114,8 @@ func staticMapper(*rest.Config, *http.Client) (meta.RESTMapper, error) {
 	return m, nil
 }
 
-// Scheme knows core/v1 and InferencePool v1.
-func Scheme() *k8sruntime.Scheme {
+// scheme knows core/v1 and InferencePool v1.
+func scheme() *k8sruntime.Scheme {
 	s := k8sruntime.NewScheme()
 	if err := clientgoscheme.AddToScheme(s); err != nil {
 		panic(err)
@@ -267,7 +267,7 @@ func New(store *datastore.Store, opts Options) (*Source, error) {
 		}}}
 	}
 	mopts := manager.Options{
-		Scheme: Scheme(),
+		Scheme: scheme(),
 		Logger: log.WithName("controller-runtime"),
 		Cache: cache.Options{
 			ByObject: byObject,
