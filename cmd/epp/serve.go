@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/signal"
 	"strconv"
@@ -28,6 +30,11 @@ import (
 // Switchyard's own.
 type serveFlags struct {
 	grpcPort, healthPort, metricsPort int
+	grpcBind, healthBind, metricsBind string
+	metricsTokenFile                  string
+	grpcMaxStreams                    uint
+	grpcMaxConnIdle, grpcMaxConnAge   time.Duration
+	grpcMaxConnAgeGrace               time.Duration
 	metricsAuth, pprof                bool
 	poolName, poolNamespace, poolGrp  string
 	endpointSelector                  string
@@ -60,9 +67,17 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	d := server.Defaults()
 	fs.IntVar(&f.grpcPort, "grpc-port", 9002, "ext_proc gRPC port")
 	fs.IntVar(&f.healthPort, "grpc-health-port", 9003, "gRPC health port (services liveness, readiness, envoy.service.ext_proc.v3.ExternalProcessor)")
-	fs.IntVar(&f.metricsPort, "metrics-port", 9090, "Prometheus metrics (and pprof) port; 0 disables")
-	fs.BoolVar(&f.metricsAuth, "metrics-endpoint-auth", true, "Kubernetes mode: the metrics port (/metrics, /debug/*) requires a bearer token allowed by a TokenReview and a SubjectAccessReview (GET on the path); not enforced in standalone mode, which has no API server")
-	fs.BoolVar(&f.pprof, "enable-pprof", d.EnablePprof, "serve /debug/pprof/ on the metrics port")
+	fs.IntVar(&f.metricsPort, "metrics-port", 9090, "Prometheus metrics (and debug) port; 0 disables")
+	fs.StringVar(&f.grpcBind, "grpc-bind-address", "", "IP address the ext_proc listener binds (default: every interface)")
+	fs.StringVar(&f.healthBind, "grpc-health-bind-address", "", "IP address the gRPC health listener binds (default: every interface)")
+	fs.StringVar(&f.metricsBind, "metrics-bind-address", "", "IP address the metrics listener binds (default: every interface); the port is --metrics-port")
+	fs.BoolVar(&f.metricsAuth, "metrics-endpoint-auth", true, "Kubernetes mode: the metrics port (/metrics, /debug/*) requires a bearer token allowed by a TokenReview and a SubjectAccessReview (GET on the path); not enforced in standalone mode, which has no API server (see --metrics-token-file)")
+	fs.StringVar(&f.metricsTokenFile, "metrics-token-file", "", "file holding a bearer token that every request to the metrics port must carry (Authorization: Bearer ...); watched for rotation. Turns on /debug/endpoints. For standalone mode, or Kubernetes mode with --metrics-endpoint-auth=false")
+	fs.BoolVar(&f.pprof, "enable-pprof", d.EnablePprof, "serve /debug/pprof/ on the metrics port (GIE's default is true; Switchyard's is false); needs --metrics-token-file or --metrics-endpoint-auth")
+	fs.UintVar(&f.grpcMaxStreams, "grpc-max-concurrent-streams", uint(d.GRPCMaxConcurrentStreams), "most ext_proc streams (HTTP requests) one gRPC connection carries at a time; a proxy opens more connections beyond")
+	fs.DurationVar(&f.grpcMaxConnIdle, "grpc-max-connection-idle", d.GRPCMaxConnectionIdle, "close (GOAWAY) an ext_proc connection that carried no stream for this long; 0: never")
+	fs.DurationVar(&f.grpcMaxConnAge, "grpc-max-connection-age", 0, "close (GOAWAY) every ext_proc connection this old, so load spreads over new EPP replicas; 0: never")
+	fs.DurationVar(&f.grpcMaxConnAgeGrace, "grpc-max-connection-age-grace", 0, "with --grpc-max-connection-age: how long open streams may finish before the connection is closed; 0: as long as they take")
 	fs.StringVar(&f.poolName, "pool-name", "", "InferencePool name (Kubernetes mode); with --endpoints-file it only names the pool in metrics")
 	fs.StringVar(&f.poolNamespace, "pool-namespace", "", "InferencePool namespace (default $NAMESPACE, then \"default\")")
 	fs.StringVar(&f.poolGrp, "pool-group", "inference.networking.k8s.io", "InferencePool API group")
@@ -120,10 +135,35 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 	if f.metricsPort < 0 || f.metricsPort > 65535 {
 		errs = append(errs, fmt.Sprintf("--metrics-port: must be 0..65535, got %d", f.metricsPort))
 	}
+	for _, b := range []struct{ name, v string }{{"grpc-bind-address", f.grpcBind}, {"grpc-health-bind-address", f.healthBind}, {"metrics-bind-address", f.metricsBind}} {
+		if err := checkBindAddress(b.v); err != nil {
+			errs = append(errs, fmt.Sprintf("--%s: %v", b.name, err))
+		}
+	}
+	if f.grpcMaxStreams == 0 || f.grpcMaxStreams > math.MaxUint32 {
+		errs = append(errs, fmt.Sprintf("--grpc-max-concurrent-streams: must be 1..%d, got %d", uint32(math.MaxUint32), f.grpcMaxStreams))
+	}
+	for _, dflag := range []struct {
+		name string
+		v    time.Duration
+	}{{"grpc-max-connection-idle", f.grpcMaxConnIdle}, {"grpc-max-connection-age", f.grpcMaxConnAge}, {"grpc-max-connection-age-grace", f.grpcMaxConnAgeGrace}} {
+		if dflag.v < 0 {
+			errs = append(errs, fmt.Sprintf("--%s: must be >= 0 (0: never), got %s", dflag.name, dflag.v))
+		}
+	}
+	if f.grpcMaxConnAgeGrace > 0 && f.grpcMaxConnAge == 0 {
+		errs = append(errs, "--grpc-max-connection-age-grace needs --grpc-max-connection-age")
+	}
+	if f.pprof && f.metricsTokenFile == "" && !(kubeModeFlags(f) && f.metricsAuth) {
+		errs = append(errs, "--enable-pprof exposes heap, goroutine and CPU profiles and the command line: it needs --metrics-token-file (or, in Kubernetes mode, --metrics-endpoint-auth)")
+	}
+	if f.metricsTokenFile != "" && kubeModeFlags(f) && f.metricsAuth {
+		errs = append(errs, "--metrics-token-file and --metrics-endpoint-auth both guard the metrics port; set --metrics-endpoint-auth=false to use a static token")
+	}
 	if f.configFile != "" && f.configText != "" {
 		errs = append(errs, "--config-file and --config-text are mutually exclusive")
 	}
-	kubeMode := f.endpointsFile == "" && (f.poolName != "" || f.endpointSelector != "")
+	kubeMode := kubeModeFlags(f)
 	switch {
 	case f.endpointsFile == "" && !kubeMode:
 		errs = append(errs, "no endpoint source: give --endpoints-file FILE (standalone mode), or --pool-name / --endpoint-selector (Kubernetes mode)")
@@ -190,8 +230,13 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 		gatherers = append(gatherers, ctrlmetrics.Registry)
 	}
 	cfg := server.Config{
-		GRPCAddr:                         net.JoinHostPort("", strconv.Itoa(f.grpcPort)),
-		HealthAddr:                       net.JoinHostPort("", strconv.Itoa(f.healthPort)),
+		GRPCAddr:                         net.JoinHostPort(strings.Trim(f.grpcBind, "[]"), strconv.Itoa(f.grpcPort)),
+		HealthAddr:                       net.JoinHostPort(strings.Trim(f.healthBind, "[]"), strconv.Itoa(f.healthPort)),
+		MetricsTokenFile:                 f.metricsTokenFile,
+		GRPCMaxConcurrentStreams:         uint32(f.grpcMaxStreams),
+		GRPCMaxConnectionIdle:            f.grpcMaxConnIdle,
+		GRPCMaxConnectionAge:             f.grpcMaxConnAge,
+		GRPCMaxConnectionAgeGrace:        f.grpcMaxConnAgeGrace,
 		SecureServing:                    f.secure,
 		CertPath:                         f.certPath,
 		EnableCertReload:                 f.certReload,
@@ -216,7 +261,7 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 		Logger:                           logger,
 	}
 	if f.metricsPort > 0 {
-		cfg.MetricsAddr = net.JoinHostPort("", strconv.Itoa(f.metricsPort))
+		cfg.MetricsAddr = net.JoinHostPort(strings.Trim(f.metricsBind, "[]"), strconv.Itoa(f.metricsPort))
 	}
 	if set["model-server-metrics-scheme"] || set["model-server-metrics-path"] || set["model-server-metrics-https-insecure-skip-verify"] {
 		scheme, path, insecure := f.msMetricsScheme, f.msMetricsPath, f.msInsecure
@@ -231,6 +276,23 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 		}
 	}
 	return cfg, nil
+}
+
+// kubeModeFlags reports whether the flags select Kubernetes mode.
+func kubeModeFlags(f *serveFlags) bool {
+	return f.endpointsFile == "" && (f.poolName != "" || f.endpointSelector != "")
+}
+
+// checkBindAddress accepts "" (every interface), an IP address or
+// "localhost".
+func checkBindAddress(v string) error {
+	if v == "" || v == "localhost" {
+		return nil
+	}
+	if _, err := netip.ParseAddr(strings.Trim(v, "[]")); err != nil {
+		return fmt.Errorf("%q is not an IP address (the port is set by its own flag)", v)
+	}
+	return nil
 }
 
 func runServe(args []string, stdout, stderr io.Writer) int {

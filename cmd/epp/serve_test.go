@@ -2,7 +2,11 @@ package main
 
 import (
 	"bytes"
+	"flag"
 	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
 
 	"github.com/stretchr/testify/require"
 )
@@ -32,6 +36,13 @@ func TestServeFlagErrors(t *testing.T) {
 		{"bad port", []string{"--endpoints-file", "e.yaml", "--grpc-port", "70000"}, "--grpc-port: must be 0..65535, got 70000"},
 		{"bad encoder", []string{"--endpoints-file", "e.yaml", "--zap-encoder", "xml"}, "--zap-encoder: want json or console"},
 		{"unknown flag", []string{"--no-such-flag"}, "flag provided but not defined: -no-such-flag"},
+		{"bind address with port", []string{"--endpoints-file", "e.yaml", "--metrics-bind-address", "127.0.0.1:9090"}, `--metrics-bind-address: "127.0.0.1:9090" is not an IP address`},
+		{"bind address host name", []string{"--endpoints-file", "e.yaml", "--grpc-bind-address", "example.com"}, `--grpc-bind-address: "example.com" is not an IP address`},
+		{"pprof without auth", []string{"--endpoints-file", "e.yaml", "--enable-pprof"}, "--enable-pprof exposes heap, goroutine and CPU profiles and the command line: it needs --metrics-token-file"},
+		{"token and API auth", []string{"--pool-name", "p", "--metrics-token-file", "t", "--kubeconfig", "testdata/kubeconfig.yaml"}, "--metrics-token-file and --metrics-endpoint-auth both guard the metrics port"},
+		{"zero streams", []string{"--endpoints-file", "e.yaml", "--grpc-max-concurrent-streams", "0"}, "--grpc-max-concurrent-streams: must be 1..4294967295, got 0"},
+		{"negative idle", []string{"--endpoints-file", "e.yaml", "--grpc-max-connection-idle", "-1s"}, "--grpc-max-connection-idle: must be >= 0 (0: never), got -1s"},
+		{"grace without age", []string{"--endpoints-file", "e.yaml", "--grpc-max-connection-age-grace", "5s"}, "--grpc-max-connection-age-grace needs --grpc-max-connection-age"},
 	}
 	// No ambient cluster configuration may leak into the cases.
 	t.Setenv("KUBECONFIG", "")
@@ -62,4 +73,37 @@ func TestServeStartupErrors(t *testing.T) {
 	code = run([]string{"--endpoints-file", "testdata/no-such-file.yaml", "--config-file", "testdata/broken.yaml", "--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0"}, &out, &errOut)
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut.String(), "unknown plugin type")
+}
+
+// The safe defaults: pprof off, no token (so no debug endpoints), every
+// interface (a pod is reached on its IP); bind addresses are honoured.
+func TestServeFlagDefaults(t *testing.T) {
+	parse := func(args ...string) (serveFlags, *flag.FlagSet) {
+		fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+		var f serveFlags
+		f.register(fs)
+		require.NoError(t, fs.Parse(args))
+		return f, fs
+	}
+	f, fs := parse("--endpoints-file", "e.yaml")
+	cfg, err := f.serverConfig(fs, logr.Discard())
+	require.NoError(t, err)
+	require.False(t, cfg.EnablePprof)
+	require.Empty(t, cfg.MetricsTokenFile)
+	require.Equal(t, ":9002", cfg.GRPCAddr)
+	require.Equal(t, ":9003", cfg.HealthAddr)
+	require.Equal(t, ":9090", cfg.MetricsAddr)
+	require.EqualValues(t, 1000, cfg.GRPCMaxConcurrentStreams)
+	require.Equal(t, 15*time.Minute, cfg.GRPCMaxConnectionIdle)
+	require.Zero(t, cfg.GRPCMaxConnectionAge)
+
+	f, fs = parse("--endpoints-file", "e.yaml", "--grpc-bind-address", "127.0.0.2", "--grpc-health-bind-address", "localhost",
+		"--metrics-bind-address", "[::1]", "--metrics-token-file", "tok", "--enable-pprof")
+	cfg, err = f.serverConfig(fs, logr.Discard())
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.2:9002", cfg.GRPCAddr)
+	require.Equal(t, "localhost:9003", cfg.HealthAddr)
+	require.Equal(t, "[::1]:9090", cfg.MetricsAddr)
+	require.True(t, cfg.EnablePprof)
+	require.Equal(t, "tok", cfg.MetricsTokenFile)
 }

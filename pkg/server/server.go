@@ -2,12 +2,10 @@ package server
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
-	"net/http/pprof"
 	"os"
 	"path/filepath"
 	"runtime/debug"
@@ -17,18 +15,14 @@ import (
 	"sync/atomic"
 	"time"
 
-	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	dto "github.com/prometheus/client_model/go"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/credentials"
 	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
 	configfiles "github.com/switchyard-ai/switchyard/config"
@@ -45,6 +39,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 	"github.com/switchyard-ai/switchyard/pkg/server/health"
 	"github.com/switchyard-ai/switchyard/pkg/server/tlsutil"
+	"github.com/switchyard-ai/switchyard/pkg/server/tokenauth"
 )
 
 // Config is what the flags of `epp serve` set. Zero durations and sizes
@@ -66,7 +61,9 @@ type Config struct {
 	EnableCertReload bool
 	// HealthChecking also serves gRPC health on the ext_proc port.
 	HealthChecking bool
-	// EnablePprof serves /debug/pprof/ on the metrics port.
+	// EnablePprof serves /debug/pprof/ on the metrics port (off by
+	// default; GIE's is on). It needs MetricsFilter or MetricsTokenFile:
+	// profiles and the command line are not for everyone.
 	EnablePprof bool
 	// ConfigFile is watched and hot-reloaded; ConfigText is static; with
 	// neither the embedded default configuration is used.
@@ -113,20 +110,47 @@ type Config struct {
 	// --metrics-endpoint-auth puts TokenReview authentication and
 	// SubjectAccessReview authorization there, as GIE does.
 	MetricsFilter func(http.Handler) http.Handler
+	// MetricsTokenFile, when set, guards every path of the metrics port
+	// with the bearer token the file holds (--metrics-token-file; watched,
+	// so a rotated token takes over). Exclusive with MetricsFilter. The
+	// debug endpoints (/debug/endpoints, /debug/pprof/) are served only
+	// when one of the two is set; otherwise they answer 404.
+	MetricsTokenFile string
+	// GRPCMaxConcurrentStreams bounds the ext_proc streams of one
+	// connection (--grpc-max-concurrent-streams); 0 means
+	// DefaultGRPCMaxConcurrentStreams.
+	GRPCMaxConcurrentStreams uint32
+	// GRPCMaxConnectionIdle closes (GOAWAY) an ext_proc connection without
+	// streams for this long; GRPCMaxConnectionAge closes any connection
+	// this old, after GRPCMaxConnectionAgeGrace for its open streams. 0
+	// means never (Defaults sets the idle time to 15 minutes).
+	GRPCMaxConnectionIdle     time.Duration
+	GRPCMaxConnectionAge      time.Duration
+	GRPCMaxConnectionAgeGrace time.Duration
 	// Gatherers are more metric sources served on /metrics beside
 	// Registry (controller-runtime's registry in Kubernetes mode: work
 	// queue, API client and leader-election metrics).
 	Gatherers []prometheus.Gatherer
 }
 
-// Defaults returns GIE's defaults.
+// Defaults of the ext_proc listener's bounds.
+const (
+	// DefaultGRPCMaxConcurrentStreams is --grpc-max-concurrent-streams.
+	DefaultGRPCMaxConcurrentStreams = 1000
+	// DefaultGRPCMaxConnectionIdle is --grpc-max-connection-idle.
+	DefaultGRPCMaxConnectionIdle = 15 * time.Minute
+)
+
+// Defaults returns GIE's defaults, and Switchyard's for what GIE does not
+// have (or where Switchyard's default is safer: pprof is off).
 func Defaults() Config {
 	return Config{
 		GRPCAddr:                         ":9002",
 		HealthAddr:                       ":9003",
 		MetricsAddr:                      ":9090",
 		SecureServing:                    true,
-		EnablePprof:                      true,
+		GRPCMaxConcurrentStreams:         DefaultGRPCMaxConcurrentStreams,
+		GRPCMaxConnectionIdle:            DefaultGRPCMaxConnectionIdle,
 		PoolName:                         "switchyard",
 		RefreshMetricsInterval:           50 * time.Millisecond,
 		RefreshPrometheusMetricsInterval: 5 * time.Second,
@@ -186,6 +210,7 @@ type Server struct {
 	metricsSrv                     *http.Server
 	checker                        *health.Checker
 	certs                          *tlsutil.Reloader
+	tokens                         *tokenauth.Guard   // --metrics-token-file
 	extHealth                      *grpchealth.Server // --health-checking on the ext_proc port
 	draining                       atomic.Bool
 	cfgRead                        atomic.Pointer[[32]byte] // filewatch.Sum of the configuration file last read; nil if it could not be read
@@ -412,76 +437,6 @@ func (s *Server) Reload() error {
 	return nil
 }
 
-func (s *Server) listen() error {
-	var err error
-	if s.grpcLis, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
-		return fmt.Errorf("ext_proc listener: %w", err)
-	}
-	if s.healthLis, err = net.Listen("tcp", s.cfg.HealthAddr); err != nil {
-		return fmt.Errorf("health listener: %w", err)
-	}
-	if s.cfg.MetricsAddr != "" {
-		if s.metricsLis, err = net.Listen("tcp", s.cfg.MetricsAddr); err != nil {
-			return fmt.Errorf("metrics listener: %w", err)
-		}
-	}
-	grpcOpts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(16 << 20),
-		// Proxies keep long-lived HTTP/2 connections; answer their pings,
-		// refuse abusive ones, and drop connections that died silently.
-		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
-		grpc.KeepaliveParams(keepalive.ServerParameters{Time: 30 * time.Second, Timeout: 10 * time.Second}),
-		grpc.ChainStreamInterceptor(s.recoverStream),
-	}
-	if s.cfg.SecureServing {
-		var getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
-		if s.cfg.CertPath != "" {
-			s.certs, err = tlsutil.NewReloader(s.cfg.CertPath, s.log.WithName("tls"), tlsutil.WithRegisterer(s.reg))
-			if err != nil {
-				return err
-			}
-			getCert = s.certs.GetCertificate
-		} else {
-			cert, err := tlsutil.SelfSigned(nil, 10*365*24*time.Hour)
-			if err != nil {
-				return fmt.Errorf("self-signed certificate: %w", err)
-			}
-			getCert = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil }
-		}
-		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(tlsutil.ServerConfig(getCert))))
-	}
-	s.grpcSrv = grpc.NewServer(grpcOpts...)
-	extprocv3.RegisterExternalProcessorServer(s.grpcSrv, s.ext)
-	if s.cfg.HealthChecking {
-		hs := grpchealth.NewServer()
-		s.extHealth = hs
-		hs.SetServingStatus("envoy.service.ext_proc.v3.ExternalProcessor", healthpb.HealthCheckResponse_SERVING)
-		healthpb.RegisterHealthServer(s.grpcSrv, hs)
-	}
-	s.checker = health.New(s.ready, s.cfg.LeaderElection)
-	s.healthSrv = grpc.NewServer()
-	health.Register(s.healthSrv, s.checker)
-	if s.metricsLis != nil {
-		mux := http.NewServeMux()
-		gatherers := append(firstWins{s.reg}, s.cfg.Gatherers...)
-		mux.Handle("/metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{Registry: s.reg, ErrorHandling: promhttp.ContinueOnError}))
-		mux.HandleFunc("/debug/endpoints", s.serveEndpoints)
-		if s.cfg.EnablePprof {
-			mux.HandleFunc("/debug/pprof/", pprof.Index)
-			mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
-			mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
-			mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
-			mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
-		}
-		var h http.Handler = mux
-		if s.cfg.MetricsFilter != nil {
-			h = s.cfg.MetricsFilter(mux)
-		}
-		s.metricsSrv = &http.Server{Handler: h, ReadHeaderTimeout: 10 * time.Second}
-	}
-	return nil
-}
-
 // firstWins merges gatherers. The Go runtime and process families, which
 // controller-runtime's registry and the server's both carry, are served
 // once (the first gatherer's); any other name given twice is a gathering
@@ -576,6 +531,9 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	if s.certs != nil && s.cfg.EnableCertReload {
 		goLoop(s.certs.Run)
+	}
+	if s.tokens != nil {
+		goLoop(s.tokens.Run)
 	}
 	serve := func(name string, f func() error) {
 		wg.Add(1)

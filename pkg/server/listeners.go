@@ -1,0 +1,182 @@
+package server
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/pprof"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials"
+	grpchealth "google.golang.org/grpc/health"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+	"google.golang.org/grpc/keepalive"
+
+	"github.com/switchyard-ai/switchyard/pkg/server/health"
+	"github.com/switchyard-ai/switchyard/pkg/server/tlsutil"
+	"github.com/switchyard-ai/switchyard/pkg/server/tokenauth"
+)
+
+// Fixed bounds of the listeners (the tunable ones are in Config).
+const (
+	// grpcMaxRecvMsgSize bounds one ext_proc message. Envoy streams body
+	// chunks far smaller than this in FULL_DUPLEX_STREAMED mode.
+	grpcMaxRecvMsgSize = 16 << 20
+	// grpcMaxHeaderListSize bounds a stream's gRPC metadata (the HTTP
+	// request's own headers travel inside the messages).
+	grpcMaxHeaderListSize = 1 << 20
+	// handshakeTimeout bounds a new connection's TLS handshake and HTTP/2
+	// preface on the gRPC listeners.
+	handshakeTimeout = 10 * time.Second
+	// healthMaxStreams bounds concurrent health checks per connection.
+	healthMaxStreams = 64
+	// Metrics port HTTP bounds. The write timeout leaves room for
+	// /debug/pprof/profile's default 30-second CPU profile.
+	metricsReadHeaderTimeout = 10 * time.Second
+	metricsReadTimeout       = 30 * time.Second
+	metricsWriteTimeout      = 60 * time.Second
+	metricsIdleTimeout       = 2 * time.Minute
+	metricsMaxHeaderBytes    = 64 << 10
+)
+
+// debugOffMessage answers /debug/ paths when the metrics port has no
+// authentication.
+const debugOffMessage = "Not Found: the debug endpoints (/debug/endpoints, /debug/pprof/) need authentication on the metrics port: " +
+	"--metrics-token-file, or --metrics-endpoint-auth in Kubernetes mode\n"
+
+func (s *Server) listen() error {
+	var err error
+	if s.grpcLis, err = net.Listen("tcp", s.cfg.GRPCAddr); err != nil {
+		return fmt.Errorf("ext_proc listener: %w", err)
+	}
+	if s.healthLis, err = net.Listen("tcp", s.cfg.HealthAddr); err != nil {
+		return fmt.Errorf("health listener: %w", err)
+	}
+	if s.cfg.MetricsAddr != "" {
+		if s.metricsLis, err = net.Listen("tcp", s.cfg.MetricsAddr); err != nil {
+			return fmt.Errorf("metrics listener: %w", err)
+		}
+	}
+	maxStreams := s.cfg.GRPCMaxConcurrentStreams
+	if maxStreams == 0 {
+		maxStreams = DefaultGRPCMaxConcurrentStreams
+	}
+	grpcOpts := []grpc.ServerOption{
+		grpc.MaxRecvMsgSize(grpcMaxRecvMsgSize),
+		grpc.MaxHeaderListSize(grpcMaxHeaderListSize),
+		grpc.ConnectionTimeout(handshakeTimeout),
+		// One ext_proc stream per HTTP request: a proxy opens another
+		// connection when one connection's streams are all in use.
+		grpc.MaxConcurrentStreams(maxStreams),
+		// Proxies keep long-lived HTTP/2 connections; answer their pings,
+		// refuse abusive ones, drop connections that died silently, and
+		// close (with GOAWAY, so the proxy reconnects cleanly) ones that
+		// carried no stream for a long time. A maximum connection age is
+		// off by default: an LLM response can stream for minutes, and the
+		// age's grace would cut it.
+		grpc.KeepaliveEnforcementPolicy(keepalive.EnforcementPolicy{MinTime: 5 * time.Second, PermitWithoutStream: true}),
+		grpc.KeepaliveParams(keepalive.ServerParameters{
+			Time:                  30 * time.Second,
+			Timeout:               10 * time.Second,
+			MaxConnectionIdle:     s.cfg.GRPCMaxConnectionIdle,
+			MaxConnectionAge:      s.cfg.GRPCMaxConnectionAge,
+			MaxConnectionAgeGrace: s.cfg.GRPCMaxConnectionAgeGrace,
+		}),
+		grpc.ChainStreamInterceptor(s.recoverStream),
+	}
+	if s.cfg.SecureServing {
+		var getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
+		if s.cfg.CertPath != "" {
+			s.certs, err = tlsutil.NewReloader(s.cfg.CertPath, s.log.WithName("tls"), tlsutil.WithRegisterer(s.reg))
+			if err != nil {
+				return err
+			}
+			getCert = s.certs.GetCertificate
+		} else {
+			cert, err := tlsutil.SelfSigned(nil, 10*365*24*time.Hour)
+			if err != nil {
+				return fmt.Errorf("self-signed certificate: %w", err)
+			}
+			getCert = func(*tls.ClientHelloInfo) (*tls.Certificate, error) { return &cert, nil }
+		}
+		grpcOpts = append(grpcOpts, grpc.Creds(credentials.NewTLS(tlsutil.ServerConfig(getCert))))
+	}
+	s.grpcSrv = grpc.NewServer(grpcOpts...)
+	extprocv3.RegisterExternalProcessorServer(s.grpcSrv, s.ext)
+	if s.cfg.HealthChecking {
+		hs := grpchealth.NewServer()
+		s.extHealth = hs
+		hs.SetServingStatus("envoy.service.ext_proc.v3.ExternalProcessor", healthpb.HealthCheckResponse_SERVING)
+		healthpb.RegisterHealthServer(s.grpcSrv, hs)
+	}
+	s.checker = health.New(s.ready, s.cfg.LeaderElection)
+	s.healthSrv = grpc.NewServer(
+		grpc.MaxRecvMsgSize(64<<10),
+		grpc.MaxHeaderListSize(64<<10),
+		grpc.ConnectionTimeout(handshakeTimeout),
+		grpc.MaxConcurrentStreams(healthMaxStreams),
+		grpc.KeepaliveParams(keepalive.ServerParameters{MaxConnectionIdle: 5 * time.Minute}),
+	)
+	health.Register(s.healthSrv, s.checker)
+	if s.metricsLis != nil {
+		h, err := s.metricsHandler()
+		if err != nil {
+			return err
+		}
+		s.metricsSrv = &http.Server{
+			Handler:           h,
+			ReadHeaderTimeout: metricsReadHeaderTimeout,
+			ReadTimeout:       metricsReadTimeout,
+			WriteTimeout:      metricsWriteTimeout,
+			IdleTimeout:       metricsIdleTimeout,
+			MaxHeaderBytes:    metricsMaxHeaderBytes,
+		}
+	}
+	return nil
+}
+
+// metricsHandler is the metrics port: /metrics, and the debug endpoints
+// when the port is authenticated (Config.MetricsFilter or
+// Config.MetricsTokenFile guard every path then).
+func (s *Server) metricsHandler() (http.Handler, error) {
+	var guard func(http.Handler) http.Handler
+	switch {
+	case s.cfg.MetricsFilter != nil && s.cfg.MetricsTokenFile != "":
+		return nil, errors.New("--metrics-token-file and --metrics-endpoint-auth both guard the metrics port; use one (turn --metrics-endpoint-auth off to use a static token)")
+	case s.cfg.MetricsFilter != nil:
+		guard = s.cfg.MetricsFilter
+	case s.cfg.MetricsTokenFile != "":
+		g, err := tokenauth.New(s.cfg.MetricsTokenFile, s.log.WithName("metrics-token"))
+		if err != nil {
+			return nil, fmt.Errorf("--metrics-token-file: %w", err)
+		}
+		s.tokens = g
+		guard = g.Wrap
+	}
+	if s.cfg.EnablePprof && guard == nil {
+		return nil, errors.New("--enable-pprof exposes heap, goroutine and CPU profiles and the command line: it needs authentication on the metrics port (--metrics-token-file, or --metrics-endpoint-auth in Kubernetes mode)")
+	}
+	mux := http.NewServeMux()
+	gatherers := append(firstWins{s.reg}, s.cfg.Gatherers...)
+	mux.Handle("/metrics", promhttp.HandlerFor(gatherers, promhttp.HandlerOpts{Registry: s.reg, ErrorHandling: promhttp.ContinueOnError}))
+	if guard == nil {
+		mux.HandleFunc("/debug/", func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, debugOffMessage, http.StatusNotFound)
+		})
+		return mux, nil
+	}
+	mux.HandleFunc("/debug/endpoints", s.serveEndpoints)
+	if s.cfg.EnablePprof {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
+	return guard(mux), nil
+}

@@ -1,0 +1,169 @@
+package server
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/stretchr/testify/require"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/connectivity"
+	"google.golang.org/grpc/status"
+)
+
+// get fetches a path of the metrics port with an optional bearer token.
+func get(t *testing.T, s *Server, path, token string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, "http://"+s.MetricsAddr()+path, nil)
+	require.NoError(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return resp.StatusCode, string(b)
+}
+
+// Under the defaults (standalone, no token file, pprof off) the metrics
+// port serves /metrics to anyone and nothing else: the debug endpoints
+// answer 404 with how to turn them on.
+func TestMetricsPortDefaultsHideDebug(t *testing.T) {
+	cfg := Defaults()
+	cfg.EndpointsFile = sims(t, 1)
+	require.False(t, cfg.EnablePprof, "pprof is off by default")
+	s, _ := run(t, cfg)
+	code, _ := get(t, s, "/metrics", "")
+	require.Equal(t, http.StatusOK, code)
+	for _, p := range []string{"/debug/endpoints", "/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/cmdline", "/debug/pprof/goroutine?debug=2"} {
+		code, body := get(t, s, p, "")
+		require.Equal(t, http.StatusNotFound, code, p)
+		require.Contains(t, body, "--metrics-token-file", p)
+	}
+}
+
+// With --metrics-token-file every path of the metrics port needs the
+// token; the debug endpoints and (when enabled) pprof are served with it.
+func TestMetricsPortToken(t *testing.T) {
+	const token = "a-test-token-of-32-bytes-0123456"
+	file := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(file, []byte(token+"\n"), 0o600))
+	s, _ := run(t, Config{EndpointsFile: sims(t, 2), MetricsTokenFile: file, EnablePprof: true})
+	for _, p := range []string{"/metrics", "/debug/endpoints", "/debug/pprof/", "/debug/pprof/cmdline"} {
+		code, _ := get(t, s, p, "")
+		require.Equal(t, http.StatusUnauthorized, code, p)
+		code, _ = get(t, s, p, "wrong-token-wrong-token-wrong-tok")
+		require.Equal(t, http.StatusUnauthorized, code, p)
+		code, _ = get(t, s, p, token)
+		require.Equal(t, http.StatusOK, code, p)
+	}
+	_, body := get(t, s, "/debug/endpoints", token)
+	var st PoolState
+	require.NoError(t, json.Unmarshal([]byte(body), &st))
+	require.Len(t, st.Endpoints, 2)
+
+	// Without --enable-pprof, pprof is not there even with the token.
+	s2, _ := run(t, Config{EndpointsFile: sims(t, 1), MetricsTokenFile: file})
+	code, _ := get(t, s2, "/debug/pprof/", token)
+	require.Equal(t, http.StatusNotFound, code)
+	code, _ = get(t, s2, "/debug/endpoints", token)
+	require.Equal(t, http.StatusOK, code)
+}
+
+func TestMetricsPortConfigErrors(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(file, []byte("0123456789abcdef0123"), 0o600))
+	short := filepath.Join(t.TempDir(), "short")
+	require.NoError(t, os.WriteFile(short, []byte("abc"), 0o600))
+	filter := func(h http.Handler) http.Handler { return h }
+	for _, tc := range []struct {
+		name string
+		cfg  Config
+		err  string
+	}{
+		{"pprof without authentication", Config{EnablePprof: true}, "--enable-pprof exposes heap"},
+		{"token and API-server auth", Config{MetricsTokenFile: file, MetricsFilter: filter}, "--metrics-token-file and --metrics-endpoint-auth both guard"},
+		{"missing token file", Config{MetricsTokenFile: filepath.Join(t.TempDir(), "none")}, "--metrics-token-file: token file"},
+		{"short token", Config{MetricsTokenFile: short}, "the token is 3 bytes long"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tc.cfg
+			cfg.EndpointsFile = sims(t, 1)
+			cfg.GRPCAddr, cfg.HealthAddr, cfg.MetricsAddr = "127.0.0.1:0", "127.0.0.1:0", "127.0.0.1:0"
+			_, err := New(cfg)
+			require.ErrorContains(t, err, tc.err)
+		})
+	}
+}
+
+// A connection carries at most GRPCMaxConcurrentStreams streams: the next
+// one waits for a free slot.
+func TestGRPCMaxConcurrentStreams(t *testing.T) {
+	s, _ := run(t, Config{EndpointsFile: sims(t, 1), GRPCMaxConcurrentStreams: 2})
+	client := extprocv3.NewExternalProcessorClient(dial(t, s.GRPCAddr(), false))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var open []extprocv3.ExternalProcessor_ProcessClient
+	for range 2 {
+		st, err := client.Process(ctx)
+		require.NoError(t, err)
+		require.NoError(t, st.Send(headers(false, ":path", "/v1/completions", ":method", "POST")))
+		open = append(open, st)
+	}
+	// The server has seen both streams (their headers were read) before
+	// the third is tried.
+	time.Sleep(100 * time.Millisecond)
+	tctx, tcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer tcancel()
+	third, err := client.Process(tctx)
+	if err == nil {
+		err = third.Send(headers(false, ":path", "/v1/completions"))
+		if err == nil {
+			_, err = third.Recv()
+		}
+	}
+	require.Equal(t, codes.DeadlineExceeded, status.Code(err), "a third stream on the connection must wait: %v", err)
+
+	// Finishing one stream frees its slot.
+	require.NoError(t, open[0].Send(reqBody(`{"model":"m","prompt":"hello"}`)))
+	_, err = open[0].Recv()
+	require.NoError(t, err)
+	require.NoError(t, open[0].CloseSend())
+	for {
+		if _, err := open[0].Recv(); err != nil {
+			break
+		}
+	}
+	fourth, err := client.Process(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1", strings.Split(route(t, fourth), ":")[0])
+}
+
+// A connection without streams for GRPCMaxConnectionIdle is closed by the
+// server (GOAWAY): the client sees it leave READY.
+func TestGRPCMaxConnectionIdle(t *testing.T) {
+	s, _ := run(t, Config{EndpointsFile: sims(t, 1), GRPCMaxConnectionIdle: 300 * time.Millisecond})
+	conn := dial(t, s.GRPCAddr(), false)
+	client := extprocv3.NewExternalProcessorClient(conn)
+	st, err := client.Process(context.Background())
+	require.NoError(t, err)
+	route(t, st)
+	require.NoError(t, st.CloseSend())
+	for {
+		if _, err := st.Recv(); err != nil {
+			break
+		}
+	}
+	require.Equal(t, connectivity.Ready, conn.GetState())
+	require.Eventually(t, func() bool { return conn.GetState() != connectivity.Ready }, 5*time.Second, 20*time.Millisecond,
+		"an idle connection is closed by the server")
+}
