@@ -89,7 +89,7 @@ func parseFlags(args []string, output io.Writer) (modelsim.Config, settings, err
 	})
 	fs.Float64Var(&st.errorRate, "error-rate", 0, "fraction of generation requests answered 500 (0..1)")
 	fs.DurationVar(&st.extraLatency, "extra-latency", 0, "delay added before every generation request (not scaled by --time-scale)")
-	fs.StringVar(&st.metricsFault, "metrics-fault", "ok", "how /metrics misbehaves: ok, garbage, slow or 500")
+	fs.StringVar(&st.metricsFault, "metrics-fault", "ok", "how /metrics misbehaves: ok, garbage, slow, 500, or nan, inf, negative (valid metrics whose load gauges read NaN, +Inf or -5)")
 	if err := fs.Parse(args); err != nil {
 		return cfg, st, err
 	}

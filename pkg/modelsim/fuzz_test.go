@@ -66,7 +66,7 @@ func FuzzParseRequest(f *testing.F) {
 
 // FuzzParseMetricsFault checks that every accepted name round-trips.
 func FuzzParseMetricsFault(f *testing.F) {
-	for _, s := range []string{"ok", "garbage", "slow", "500", "OK", ""} {
+	for _, s := range []string{"ok", "garbage", "slow", "500", "nan", "inf", "negative", "OK", ""} {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {

@@ -560,6 +560,20 @@ func (s *Server) modelsJSON() []byte {
 // accepts it (the first line is not a metric name).
 const garbageMetrics = "<html>modelsim: garbage metrics \x00\xff</html>\nvllm:num_requests_waiting{model_name=\"broken 1\n"
 
+// brokenLoadValue is the value the load gauges read under a fault that
+// breaks them.
+func brokenLoadValue(f MetricsFault) (float64, bool) {
+	switch f {
+	case MetricsNaN:
+		return math.NaN(), true
+	case MetricsInf:
+		return math.Inf(1), true
+	case MetricsNegative:
+		return -5, true
+	}
+	return 0, false
+}
+
 var metricsBufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // handleMetrics serves the Prometheus text format (version 0.0.4) only, as
@@ -585,6 +599,18 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		http.Error(w, "gathering metrics: "+err.Error(), http.StatusInternalServerError)
 		return
+	}
+	if v, ok := brokenLoadValue(MetricsFault(s.metricsFault.Load())); ok {
+		for _, mf := range mfs {
+			switch mf.GetName() {
+			case metricWaiting, metricRunning, metricKVUsage, metricGPUCacheUsage:
+				for _, m := range mf.GetMetric() {
+					if m.GetGauge() != nil {
+						m.Gauge.Value = &v
+					}
+				}
+			}
+		}
 	}
 	buf := metricsBufPool.Get().(*bytes.Buffer)
 	buf.Reset()

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -28,9 +29,15 @@ const (
 	MetricsSlow
 	// Metrics500 answers 500 Internal Server Error.
 	Metrics500
+	// MetricsNaN, MetricsInf and MetricsNegative serve valid metrics whose
+	// load gauges (waiting and running requests, KV-cache usage) read NaN,
+	// +Inf or -5: a broken exporter whose values must not look idle.
+	MetricsNaN
+	MetricsInf
+	MetricsNegative
 )
 
-var metricsFaultNames = [...]string{"ok", "garbage", "slow", "500"}
+var metricsFaultNames = [...]string{"ok", "garbage", "slow", "500", "nan", "inf", "negative"}
 
 // String returns the name ParseMetricsFault accepts.
 func (f MetricsFault) String() string {
@@ -40,14 +47,15 @@ func (f MetricsFault) String() string {
 	return fmt.Sprintf("MetricsFault(%d)", int32(f))
 }
 
-// ParseMetricsFault parses "ok", "garbage", "slow" or "500".
+// ParseMetricsFault parses "ok", "garbage", "slow", "500", "nan", "inf"
+// or "negative".
 func ParseMetricsFault(s string) (MetricsFault, error) {
 	for i, name := range metricsFaultNames {
 		if s == name {
 			return MetricsFault(i), nil
 		}
 	}
-	return MetricsOK, fmt.Errorf("unknown metrics fault %q (want ok, garbage, slow or 500)", s)
+	return MetricsOK, fmt.Errorf("unknown metrics fault %q (want one of %s)", s, strings.Join(metricsFaultNames[:], ", "))
 }
 
 // Option customises a Server.

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -772,6 +773,32 @@ func TestFaultMetrics(t *testing.T) {
 
 	s.SetMetricsFault(MetricsOK)
 	scrape(t, url)
+
+	// The broken-value faults serve valid text whose load gauges read
+	// NaN, +Inf or -5; other series stay as they are.
+	for _, tc := range []struct {
+		fault MetricsFault
+		check func(float64) bool
+	}{
+		{MetricsNaN, math.IsNaN},
+		{MetricsInf, func(v float64) bool { return math.IsInf(v, 1) }},
+		{MetricsNegative, func(v float64) bool { return v == -5 }},
+	} {
+		s.SetMetricsFault(tc.fault)
+		resp, body := get(t, url+"/metrics")
+		require.Equal(t, http.StatusOK, resp.StatusCode, tc.fault.String())
+		tp := expfmt.NewTextParser(model.UTF8Validation)
+		fams, err := tp.TextToMetricFamilies(strings.NewReader(string(body)))
+		require.NoError(t, err, tc.fault.String())
+		for _, name := range []string{"vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc"} {
+			f := fams[name]
+			require.NotNil(t, f, name)
+			for _, m := range f.GetMetric() {
+				assert.True(t, tc.check(m.GetGauge().GetValue()), "%s: %s = %v", tc.fault, name, m.GetGauge().GetValue())
+			}
+		}
+		assert.NotNil(t, fams["vllm:cache_config_info"], "other families are served as usual")
+	}
 }
 
 func TestMetricsSlowReleasedByClose(t *testing.T) {
@@ -793,7 +820,7 @@ func TestMetricsSlowReleasedByClose(t *testing.T) {
 }
 
 func TestMetricsFaultNames(t *testing.T) {
-	for _, f := range []MetricsFault{MetricsOK, MetricsGarbage, MetricsSlow, Metrics500} {
+	for _, f := range []MetricsFault{MetricsOK, MetricsGarbage, MetricsSlow, Metrics500, MetricsNaN, MetricsInf, MetricsNegative} {
 		got, err := ParseMetricsFault(f.String())
 		require.NoError(t, err)
 		assert.Equal(t, f, got)
