@@ -50,18 +50,46 @@ type cluster struct {
 	epp     *proc
 	gateway string // base URL
 	metrics string // the EPP's metrics base URL
+	token   string // the metrics port's bearer token (--metrics-token-file)
+	grpc    string // the EPP's ext_proc address
 	client  *http.Client
 }
 
+// clusterOpts shape a cluster beyond its size.
+type clusterOpts struct {
+	// faults[i], when set, is sim-i's --metrics-fault.
+	faults []string
+	// eppArgs are more EPP flags.
+	eppArgs []string
+	// noConformance leaves out --enable-conformance-test-headers (the
+	// served endpoint echo the tests check), as in production.
+	noConformance bool
+	// unready is how many sims may stay unready (broken metrics).
+	unready int
+}
+
+// metricsToken is the bearer token the e2e EPPs guard their metrics port
+// with, so /debug/endpoints is served.
+const metricsToken = "e2e-metrics-token-0123456789abcdef"
+
 func startCluster(t *testing.T, sims int) *cluster {
 	t.Helper()
-	c := &cluster{client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
+	return startClusterWith(t, sims, clusterOpts{})
+}
+
+func startClusterWith(t *testing.T, sims int, o clusterOpts) *cluster {
+	t.Helper()
+	c := &cluster{token: metricsToken, client: &http.Client{Timeout: 30 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: 64}}}
 	t.Cleanup(c.client.CloseIdleConnections)
 	var eps strings.Builder
 	eps.WriteString("endpoints:\n")
 	for i := range sims {
 		name := "sim-" + strconv.Itoa(i)
-		p := startProc(t, name, "modelsim", "--port", "0", "--id", name, "--time-scale", "0.1", "--seed", strconv.Itoa(i+1))
+		args := []string{"--port", "0", "--id", name, "--time-scale", "0.1", "--seed", strconv.Itoa(i + 1)}
+		if i < len(o.faults) && o.faults[i] != "" {
+			args = append(args, "--metrics-fault", o.faults[i])
+		}
+		p := startProc(t, name, "modelsim", args...)
 		addr := p.waitFor(t, simAddrRE)
 		c.sims = append(c.sims, p)
 		c.simAddr = append(c.simAddr, addr)
@@ -72,31 +100,41 @@ func startCluster(t *testing.T, sims int) *cluster {
 	dir := t.TempDir()
 	epFile := filepath.Join(dir, "endpoints.yaml")
 	require.NoError(t, os.WriteFile(epFile, []byte(eps.String()), 0o600))
+	tokenFile := filepath.Join(dir, "metrics-token")
+	require.NoError(t, os.WriteFile(tokenFile, []byte(metricsToken+"\n"), 0o600))
 
 	metricsPort := freePort(t)
 	c.metrics = "http://127.0.0.1:" + strconv.Itoa(metricsPort)
-	c.epp = startProc(t, "epp", "epp",
-		"--endpoints-file", epFile,
+	args := []string{"--endpoints-file", epFile,
 		"--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", strconv.Itoa(metricsPort),
-		"--zap-encoder", "json", "-v", "3", "--seed", "7")
+		"--metrics-bind-address", "127.0.0.1", "--grpc-bind-address", "127.0.0.1", "--grpc-health-bind-address", "127.0.0.1",
+		"--metrics-token-file", tokenFile,
+		"--zap-encoder", "json", "-v", "3", "--seed", "7"}
+	if !o.noConformance {
+		args = append(args, "--enable-conformance-test-headers")
+	}
+	c.epp = startProc(t, "epp", "epp", append(args, o.eppArgs...)...)
 	serving := c.epp.waitFor(t, regexp.MustCompile(`"msg":"Switchyard serving".*"extProc":"([^"]+)"`))
 	_, grpcPort, err := net.SplitHostPort(serving)
 	require.NoError(t, err)
+	c.grpc = "127.0.0.1:" + grpcPort
 	gw := startProc(t, "gateway", "epp", "gateway", "--listen", "127.0.0.1:0", "--epp-addr", "127.0.0.1:"+grpcPort)
 	c.gateway = "http://" + gw.waitFor(t, gatewayAddrRE)
 
-	// Ready: every endpoint has fresh metrics.
+	// Ready: every endpoint has fresh metrics (but those whose metrics
+	// are broken on purpose).
 	require.Eventually(t, func() bool {
 		st, err := c.state()
 		if err != nil || len(st.Endpoints) != sims {
 			return false
 		}
+		ready := 0
 		for _, e := range st.Endpoints {
-			if !e.Ready {
-				return false
+			if e.Ready {
+				ready++
 			}
 		}
-		return true
+		return ready >= sims-o.unready
 	}, 20*time.Second, 50*time.Millisecond, "endpoints never became ready")
 	return c
 }
@@ -110,15 +148,24 @@ type poolState struct {
 		InFlightRequests int64  `json:"inFlightRequests"`
 		InFlightTokens   int64  `json:"inFlightTokens"`
 		Served           uint64 `json:"served"`
+		LoadUnknown      string `json:"loadUnknown"`
 	} `json:"endpoints"`
 }
 
 func (c *cluster) state() (*poolState, error) {
-	resp, err := c.client.Get(c.metrics + "/debug/endpoints")
+	req, err := http.NewRequest(http.MethodGet, c.metrics+"/debug/endpoints", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := c.client.Do(req)
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /debug/endpoints: %s", resp.Status)
+	}
 	var st poolState
 	return &st, json.NewDecoder(resp.Body).Decode(&st)
 }
@@ -277,7 +324,7 @@ func TestEndToEnd(t *testing.T) {
 	})
 
 	t.Run("an SSE response streams through chunk by chunk and its usage is recorded", func(t *testing.T) {
-		before, err := scrape(ctx, c.metrics+"/metrics")
+		before, err := scrapeWithToken(ctx, c.metrics+"/metrics", c.token)
 		require.NoError(t, err)
 		body := fmt.Sprintf(`{"model":%q,"prompt":"Tell me a long story.","max_tokens":60,"stream":true,"stream_options":{"include_usage":true}}`, modelName)
 		req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.gateway+"/v1/completions", strings.NewReader(body))
@@ -317,7 +364,7 @@ func TestEndToEnd(t *testing.T) {
 		require.Greater(t, arrivals[len(arrivals)-1].Sub(arrivals[0]), 40*time.Millisecond)
 		require.Equal(t, 60, completion)
 		require.Eventually(t, func() bool {
-			after, err := scrape(ctx, c.metrics+"/metrics")
+			after, err := scrapeWithToken(ctx, c.metrics+"/metrics", c.token)
 			if err != nil {
 				return false
 			}
@@ -364,7 +411,7 @@ func TestEndToEnd(t *testing.T) {
 					return false
 				}
 			}
-			m, err := scrape(ctx, c.metrics+"/metrics")
+			m, err := scrapeWithToken(ctx, c.metrics+"/metrics", c.token)
 			if err != nil || m["inference_objective_running_requests"].sum != 0 {
 				return false
 			}
