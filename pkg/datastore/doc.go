@@ -38,7 +38,14 @@
 // oversized or unparsable body, no known metric present) makes the
 // endpoint stale immediately — at the next publish, within one scrape
 // interval — rather than after the threshold, so an endpoint that dies
-// stops getting requests at once. An endpoint whose scrapes hang is caught
+// stops getting requests at once. So does a scrape that read the metrics
+// but left the endpoint's load unknown (ScrapeResult.LoadUnknown: a queue,
+// running-requests or KV-cache value that is NaN, ±Inf, negative or
+// absent): a value that cannot be read must never look like an idle
+// server. Such an endpoint is stale exactly like a failing one, its
+// snapshot keeps the last good metrics (never the zeros of the bad
+// scrape), ScrapeStatus.LoadUnknown says which metric and why, and
+// Snapshot.LoadUnknownCount counts it. An endpoint whose scrapes hang is caught
 // by the publisher's periodic sweep (every StalenessThreshold/10) once its
 // last success is older than the threshold. A newly added endpoint is
 // stale until its first successful scrape. Freshness is judged when a
@@ -48,9 +55,11 @@
 // Unlike GIE v1.5, whose scorers use the last scraped values whatever
 // their age, Ready excludes stale endpoints. Fail-open keeps this safe: if
 // the pool has endpoints but none is fresh (the metrics port is blocked,
-// every server is overloaded, the scraper just started), Ready returns
-// every endpoint and Snapshot.FailOpen reports it so the caller can count
-// it. When no scraper runs (the data layer is disabled),
+// every server is overloaded or reports unreadable load, the scraper just
+// started), Ready returns every endpoint and Snapshot.FailOpen reports it
+// so the caller can count it. Fail-open is the only way a request reaches
+// an endpoint whose scrapes fail or whose load is unknown, and it happens
+// only when no endpoint is healthy. When no scraper runs (the data layer is disabled),
 // SetScrapingEnabled(false) — the default — makes every endpoint ready and
 // none stale.
 //

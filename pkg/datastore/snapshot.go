@@ -30,7 +30,10 @@ type Snapshot struct {
 	byIP       []*scheduling.Endpoint // by address, then port
 	stale      []bool                 // parallel to all
 	staleCount int
-	failOpen   bool
+	// loadUnknownCount counts the endpoints whose last scrape left their
+	// load unknown (ScrapeStatus.LoadUnknown); they are among the stale.
+	loadUnknownCount int
+	failOpen         bool
 }
 
 // index holds lookups that depend only on the endpoint set, shared by the
@@ -94,6 +97,12 @@ func (sn *Snapshot) Len() int { return len(sn.all) }
 // StaleCount returns the number of endpoints whose metrics were not fresh
 // when the snapshot was published.
 func (sn *Snapshot) StaleCount() int { return sn.staleCount }
+
+// LoadUnknownCount returns the number of endpoints whose last scrape read
+// their metrics but left their load unknown (a load metric NaN, ±Inf,
+// negative or absent; see ScrapeResult.LoadUnknown). They are counted in
+// StaleCount too.
+func (sn *Snapshot) LoadUnknownCount() int { return sn.loadUnknownCount }
 
 // Lookup returns the endpoint with this key (Endpoint.Key()) or name.
 func (sn *Snapshot) Lookup(key string) (*scheduling.Endpoint, bool) {
@@ -162,8 +171,8 @@ func canonicalIP(s string) (string, bool) {
 }
 
 // Stale reports whether e's metrics were not fresh when the snapshot was
-// published (never scraped, last scrape failed, or last success older than
-// the staleness threshold). An endpoint the snapshot does not hold is
+// published (never scraped, last scrape failed or left the load unknown,
+// or last success older than the staleness threshold). An endpoint the snapshot does not hold is
 // stale. Endpoints are matched by key, so an endpoint from an older
 // snapshot gets this snapshot's answer.
 func (sn *Snapshot) Stale(e *scheduling.Endpoint) bool {

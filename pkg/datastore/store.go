@@ -53,6 +53,15 @@ type ScrapeResult struct {
 	// Warning describes metrics that a successful scrape could not read
 	// (e.g. a metric family the server does not expose).
 	Warning string
+	// LoadUnknown, when Err is nil, says that the scrape reached the
+	// server but could not read its load: which metric and why
+	// ("vllm:num_requests_waiting is NaN"). A value that cannot be read must
+	// never look like an idle server, so the endpoint then counts as
+	// failing (not fresh, out of Ready while another endpoint is fresh)
+	// exactly as with Err, Metrics are ignored (the snapshot keeps the last
+	// good scrape's metrics, never the zeros of this one), and ScrapeStatus
+	// reports the reason in LoadUnknown instead of LastError.
+	LoadUnknown string
 	// Engine is the engine mapping used.
 	Engine string
 	// Duration is how long the scrape took.
@@ -72,11 +81,17 @@ type ScrapeStatus struct {
 	LastSuccess time.Time
 	// LastDuration is how long the last scrape took.
 	LastDuration time.Duration
-	// LastError is the error of the last scrape; "" when it succeeded.
+	// LastError is the error of the last scrape; "" when it succeeded or
+	// when it read the metrics but not the load (see LoadUnknown).
 	LastError string
+	// LoadUnknown is the reason the last scrape left the endpoint's load
+	// unknown (ScrapeResult.LoadUnknown), e.g. "vllm:num_requests_waiting
+	// is NaN"; "" otherwise. Such an endpoint is not fresh.
+	LoadUnknown string
 	// Warning lists metrics the last successful scrape could not read.
 	Warning string
-	// ConsecutiveFailures counts failed scrapes since the last success.
+	// ConsecutiveFailures counts failed scrapes, and scrapes that left the
+	// load unknown, since the last success.
 	ConsecutiveFailures int
 	// Fresh reports whether the endpoint's metrics are fresh now (see the
 	// package documentation); always true when scraping is disabled.
@@ -390,11 +405,19 @@ func (s *Store) ReportScrape(id uint64, r ScrapeResult) bool {
 	if engine == "" {
 		engine = st.Engine
 	}
-	if r.Err != nil {
+	switch {
+	case r.Err != nil:
 		st.LastError = r.Err.Error()
+		st.LoadUnknown = ""
 		st.ConsecutiveFailures++
-	} else {
+	case r.LoadUnknown != "":
+		// Like a failure: the metrics of this scrape are not kept.
 		st.LastError = ""
+		st.LoadUnknown = r.LoadUnknown
+		st.ConsecutiveFailures++
+	default:
+		st.LastError = ""
+		st.LoadUnknown = ""
 		st.Warning = r.Warning
 		st.ConsecutiveFailures = 0
 		st.LastSuccess = at
@@ -635,6 +658,9 @@ func (s *Store) publishLocked(now time.Time) {
 	for i, e := range order {
 		if e.ep == nil {
 			e.ep = scheduling.NewEndpoint(e.meta, e.metrics, e.attrs)
+		}
+		if s.scraping && e.status.LoadUnknown != "" {
+			sn.loadUnknownCount++
 		}
 		e.fresh = s.freshLocked(e, now)
 		sn.all[i] = e.ep

@@ -236,6 +236,7 @@ func TestReadyAndFreshness(t *testing.T) {
 		stale     []string
 		failOpen  bool
 		published bool // Flush publishes
+		unknown   int  // LoadUnknownCount
 	}
 	ok := func(name string) func(*Store, *fakeClock, map[string]uint64) {
 		return func(s *Store, _ *fakeClock, id map[string]uint64) { s.ReportScrape(id[name], ScrapeResult{}) }
@@ -243,6 +244,11 @@ func TestReadyAndFreshness(t *testing.T) {
 	fail := func(name string) func(*Store, *fakeClock, map[string]uint64) {
 		return func(s *Store, _ *fakeClock, id map[string]uint64) {
 			s.ReportScrape(id[name], ScrapeResult{Err: errors.New("connection refused")})
+		}
+	}
+	unknown := func(name string) func(*Store, *fakeClock, map[string]uint64) {
+		return func(s *Store, _ *fakeClock, id map[string]uint64) {
+			s.ReportScrape(id[name], ScrapeResult{LoadUnknown: "vllm:num_requests_waiting is NaN"})
 		}
 	}
 	advance := func(d time.Duration) func(*Store, *fakeClock, map[string]uint64) {
@@ -297,6 +303,33 @@ func TestReadyAndFreshness(t *testing.T) {
 			},
 		},
 		{
+			name:     "a scrape that leaves the load unknown leaves Ready like a failure",
+			scraping: true,
+			steps: []step{
+				{do: func(s *Store, c *fakeClock, id map[string]uint64) {
+					ok("a")(s, c, id)
+					ok("b")(s, c, id)
+				}, ready: []string{"a", "b"}, stale: []string{"c"}, published: true},
+				{do: unknown("a"), ready: []string{"b"}, stale: []string{"a", "c"}, published: true, unknown: 1},
+				{do: unknown("a"), ready: []string{"b"}, stale: []string{"a", "c"}, published: true, unknown: 1},
+				{do: fail("a"), ready: []string{"b"}, stale: []string{"a", "c"}, published: true},
+				{do: unknown("a"), ready: []string{"b"}, stale: []string{"a", "c"}, published: true, unknown: 1},
+				{do: ok("a"), ready: []string{"a", "b"}, stale: []string{"c"}, published: true},
+			},
+		},
+		{
+			name:     "every endpoint unknown or failing: fail-open",
+			scraping: true,
+			steps: []step{
+				{do: ok("a"), ready: []string{"a"}, stale: []string{"b", "c"}, published: true},
+				{do: func(s *Store, c *fakeClock, id map[string]uint64) {
+					unknown("a")(s, c, id)
+					unknown("b")(s, c, id)
+					fail("c")(s, c, id)
+				}, ready: []string{"a", "b", "c"}, stale: []string{"a", "b", "c"}, failOpen: true, published: true, unknown: 2},
+			},
+		},
+		{
 			name:     "all failing: fail-open",
 			scraping: true,
 			steps: []step{
@@ -328,6 +361,7 @@ func TestReadyAndFreshness(t *testing.T) {
 				assert.Equal(t, st.stale, stale, "step %d: stale", i)
 				assert.Equal(t, len(st.stale), sn.StaleCount(), "step %d: stale count", i)
 				assert.Equal(t, st.failOpen, sn.FailOpen(), "step %d: fail-open", i)
+				assert.Equal(t, st.unknown, sn.LoadUnknownCount(), "step %d: load unknown", i)
 			}
 		})
 	}
@@ -371,6 +405,61 @@ func TestReportScrape(t *testing.T) {
 	// An identity change makes the old ID unknown.
 	require.NoError(t, s.Replace([]EndpointSpec{spec("a", "127.0.0.1", 2)}))
 	assert.False(t, s.ReportScrape(id, ScrapeResult{}))
+}
+
+// TestReportScrapeLoadUnknown: a scrape that read the metrics but not the
+// load counts as a failure, keeps the last good metrics in the snapshot
+// (never the zeros, or anything else, of the bad scrape) and says why in
+// ScrapeStatus.LoadUnknown.
+func TestReportScrapeLoadUnknown(t *testing.T) {
+	s, c := newTestStore(t)
+	s.SetScrapingEnabled(true)
+	require.NoError(t, s.Replace([]EndpointSpec{spec("a", "127.0.0.1", 1)}))
+	id := targetID(t, s, "a")
+	c.Advance(time.Second)
+	t0 := c.Now()
+	good := scheduling.Metrics{WaitingQueueSize: 3, RunningRequestsSize: 2, KVCacheUsagePercent: 0.5}
+	s.ReportScrape(id, ScrapeResult{Metrics: good, Engine: "vllm", Warning: "lora missing"})
+	s.Flush()
+
+	c.Advance(time.Second)
+	t1 := c.Now()
+	const reason = "vllm:num_requests_waiting is NaN"
+	s.ReportScrape(id, ScrapeResult{LoadUnknown: reason, Metrics: scheduling.Metrics{RunningRequestsSize: 99}, Engine: "vllm", Duration: time.Millisecond})
+	require.True(t, s.Flush())
+	st, _ := s.ScrapeStatus("a")
+	assert.Equal(t, ScrapeStatus{Engine: "vllm", LastAttempt: t1, LastSuccess: t0, LastDuration: time.Millisecond, LoadUnknown: reason, Warning: "lora missing", ConsecutiveFailures: 1}, st)
+	sn := s.Snapshot()
+	ep, _ := sn.Lookup("a")
+	want := good
+	want.UpdateTime = t0
+	assert.Equal(t, want, *ep.Metrics(), "the last good metrics, not those of the bad scrape")
+	assert.True(t, sn.Stale(ep))
+	assert.Equal(t, 1, sn.LoadUnknownCount())
+
+	// A transport failure replaces the reason; a success clears both.
+	s.ReportScrape(id, ScrapeResult{Err: errors.New("refused")})
+	st, _ = s.ScrapeStatus("a")
+	assert.Equal(t, "", st.LoadUnknown)
+	assert.Equal(t, "refused", st.LastError)
+	assert.Equal(t, 2, st.ConsecutiveFailures)
+	s.ReportScrape(id, ScrapeResult{LoadUnknown: reason})
+	st, _ = s.ScrapeStatus("a")
+	assert.Equal(t, reason, st.LoadUnknown)
+	assert.Equal(t, "", st.LastError)
+	assert.Equal(t, 3, st.ConsecutiveFailures)
+	s.ReportScrape(id, ScrapeResult{Metrics: good})
+	st, _ = s.ScrapeStatus("a")
+	assert.Equal(t, "", st.LoadUnknown)
+	assert.True(t, st.Fresh)
+	s.Flush()
+	assert.Zero(t, s.Snapshot().LoadUnknownCount())
+
+	// Without scraping nothing is stale, nor unknown.
+	s.ReportScrape(id, ScrapeResult{LoadUnknown: reason})
+	s.SetScrapingEnabled(false)
+	assert.Zero(t, s.Snapshot().LoadUnknownCount())
+	assert.Zero(t, s.Snapshot().StaleCount())
 }
 
 func TestLookups(t *testing.T) {

@@ -9,15 +9,22 @@ import (
 )
 
 // EndpointState is one endpoint as /debug/endpoints reports it: what the
-// picker knows and why it may or may not route there.
+// picker knows and why it may or may not route there. Ready is false for
+// an endpoint without fresh metrics (even when the pool fails open). When
+// the last scrape left the endpoint's load unknown (a load metric NaN,
+// ±Inf, negative or absent), LoadUnknown says which metric and why, and
+// the load fields (waitingQueue, runningRequests, kvCacheUsage) are left
+// out rather than showing zeros or older values; metricsAge is then the
+// age of the last metrics whose load could be read.
 type EndpointState struct {
 	Name                string            `json:"name"`
 	Address             string            `json:"address"`
 	Labels              map[string]string `json:"labels,omitempty"`
 	Ready               bool              `json:"ready"`
-	WaitingQueue        int               `json:"waitingQueue"`
-	RunningRequests     int               `json:"runningRequests"`
-	KVCacheUsage        float64           `json:"kvCacheUsage"`
+	LoadUnknown         string            `json:"loadUnknown,omitempty"`
+	WaitingQueue        *int              `json:"waitingQueue,omitempty"`
+	RunningRequests     *int              `json:"runningRequests,omitempty"`
+	KVCacheUsage        *float64          `json:"kvCacheUsage,omitempty"`
 	ActiveLoRAs         []string          `json:"activeLoras,omitempty"`
 	MetricsAge          string            `json:"metricsAge,omitempty"`
 	InFlightRequests    int64             `json:"inFlightRequests"`
@@ -47,13 +54,10 @@ func (s *Server) State() PoolState {
 	for _, e := range snap.All() {
 		m := e.Metrics()
 		st := EndpointState{
-			Name:            e.Name(),
-			Address:         e.HostPort(),
-			Labels:          e.Metadata().Labels,
-			Ready:           !snap.Stale(e),
-			WaitingQueue:    m.WaitingQueueSize,
-			RunningRequests: m.RunningRequestsSize,
-			KVCacheUsage:    m.KVCacheUsagePercent,
+			Name:    e.Name(),
+			Address: e.HostPort(),
+			Labels:  e.Metadata().Labels,
+			Ready:   !snap.Stale(e),
 		}
 		for name := range m.ActiveModels {
 			st.ActiveLoRAs = append(st.ActiveLoRAs, name)
@@ -76,8 +80,14 @@ func (s *Server) State() PoolState {
 		if ss, ok := s.store.ScrapeStatus(e.Key()); ok {
 			st.Engine = ss.Engine
 			st.LastScrapeError = ss.LastError
+			st.LoadUnknown = ss.LoadUnknown
 			st.ScrapeWarning = ss.Warning
 			st.ConsecutiveFailures = ss.ConsecutiveFailures
+		}
+		if st.LoadUnknown == "" {
+			st.WaitingQueue, st.RunningRequests, st.KVCacheUsage = &m.WaitingQueueSize, &m.RunningRequestsSize, &m.KVCacheUsagePercent
+		} else {
+			st.Ready = false
 		}
 		out.Endpoints = append(out.Endpoints, st)
 	}

@@ -12,7 +12,8 @@
 //
 // Scraper.Run keeps one goroutine per endpoint, as GIE does: it scrapes a
 // new endpoint at once, then every Interval (--refresh-metrics-interval,
-// default 50 ms) at a random phase so that scrapes spread out. A semaphore
+// default 50 ms) at a random phase so that scrapes spread out, backing off
+// while the endpoint fails (see Back-off). A semaphore
 // bounds simultaneous scrapes (MaxConcurrency). Each scrape has a Timeout
 // (default 1 s) covering the whole body; bodies are streamed, bounded by
 // MaxBodyBytes (default 16 MiB) and never buffered whole. The URL is
@@ -40,14 +41,54 @@
 // missing metrics are zero, logged at V(1) when the set of problems
 // changes, and shown in the endpoint's ScrapeStatus.Warning.
 //
+// # Unknown load
+//
+// The load metrics — waiting queue, running requests, KV-cache usage —
+// are another matter: a value that cannot be read must never look like an
+// idle server. When the mapping configures one of them and the server
+// reports it as NaN, ±Inf or negative, with the wrong type, or not at all,
+// ParseMetrics returns a *LoadUnknownError and the scraper reports
+// ScrapeResult.LoadUnknown ("vllm:num_requests_waiting is NaN"): the
+// store treats the endpoint as stale, like a failed scrape, keeps the
+// scrape's values out of the snapshot, and ScrapeStatus.LoadUnknown and
+// /debug/endpoints (loadUnknown, ready false) say why. Each unreadable
+// value increments switchyard_scrape_invalid_values_total{metric};
+// switchyard_endpoints_load_unknown counts such endpoints. It is not a
+// scrape error (switchyard_scrape_errors_total does not count it). The
+// state is logged on transitions: entering it (error), a new kind of
+// problem (V(1); the same problem with another value is not logged), and
+// leaving it (info). KV-cache usage above 1 reads as 1 and counts above
+// MaxInt32 as MaxInt32: pessimistic values, used as they are. If every
+// endpoint is stale or has an unknown load the pool fails open (see
+// package datastore), so a broken endpoint gets requests only when no
+// healthy endpoint exists.
+//
+// # Back-off
+//
+// A worker whose scrapes fail — any error above, or an unknown load —
+// backs off: after n consecutive such scrapes the next one comes
+// Interval×2^(n-1) after the last one ended, capped at MaxBackoff (default
+// 5 s), less a random jitter of up to a quarter so that endpoints that
+// failed together spread out. A failing endpoint therefore costs about one
+// request (and up to MaxBodyBytes read) per MaxBackoff instead of one per
+// Interval. The first good scrape returns to one scrape per Interval, so a
+// recovered endpoint is routed to again within MaxBackoff + Interval. A
+// newly added endpoint starts at Interval, and a configuration change
+// (SetConfig) or a change of an endpoint's metrics address, path, engine
+// or labels ends the back-off: the next scrape comes within one interval.
+//
 // # Metrics
 //
-//	switchyard_scrape_errors_total{reason}   counter; reason is one of timeout,
-//	                                         connect, http_status, body_too_large,
-//	                                         parse, missing_metrics
-//	switchyard_scrape_duration_seconds       histogram of every scrape
-//	switchyard_endpoints_stale               gauge, endpoints without fresh metrics
-//	switchyard_scrape_targets                gauge, endpoints being scraped
+//	switchyard_scrape_errors_total{reason}          counter; reason is one of timeout,
+//	                                                connect, http_status, body_too_large,
+//	                                                parse, missing_metrics
+//	switchyard_scrape_invalid_values_total{metric}  counter of unreadable load values;
+//	                                                metric is one of queue, running, kv_cache
+//	switchyard_scrape_duration_seconds              histogram of every scrape
+//	switchyard_endpoints_stale                      gauge, endpoints without fresh metrics
+//	switchyard_endpoints_load_unknown               gauge, endpoints whose load is unknown
+//	                                                (counted as stale too)
+//	switchyard_scrape_targets                       gauge, endpoints being scraped
 //
 // ParseMetrics is the pure mapping of one body to scheduling.Metrics; see
 // its documentation for GIE's selection rules.

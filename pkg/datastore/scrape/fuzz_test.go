@@ -4,15 +4,19 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/switchyard-ai/switchyard/pkg/plugins/datalayer/coremetrics"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
 // FuzzParseMetrics: ParseMetrics never panics (its recover would turn a
 // parser panic into a "parser failure" error, which the fuzzer reports),
-// returns one of its documented errors, and keeps values in range.
+// returns one of its documented errors, keeps values in range, and never
+// returns load values with a *LoadUnknownError.
 func FuzzParseMetrics(f *testing.F) {
 	if body, err := os.ReadFile("testdata/vllm.txt"); err == nil {
 		f.Add(body, uint8(0))
@@ -22,6 +26,8 @@ func FuzzParseMetrics(f *testing.F) {
 	f.Add([]byte("sglang:cache_config_info{page_size=\"x\"} 1\nsglang:token_usage NaN\n"), uint8(1))
 	f.Add([]byte("# TYPE trtllm_kv_cache_utilization histogram\ntrtllm_kv_cache_utilization_bucket{le=\"1\"} 1\n"), uint8(2))
 	f.Add([]byte("vllm:lora_requests_info{running_lora_adapters=\"a,b\",max_lora=\"-5\"} -Inf\n"), uint8(0))
+	f.Add([]byte("vllm:num_requests_waiting NaN\nvllm:num_requests_running -3\nvllm:kv_cache_usage_perc -Inf\n"), uint8(0))
+	f.Add([]byte("sglang:num_queue_reqs +Inf\nsglang:num_running_reqs -0\nsglang:token_usage 7\n"), uint8(1))
 	f.Add([]byte{}, uint8(0))
 	x, err := coremetrics.New("x", coremetrics.DefaultParams(), nil)
 	if err != nil {
@@ -36,8 +42,21 @@ func FuzzParseMetrics(f *testing.F) {
 		m := engines[names[int(engine)%len(names)]]
 		met, err := ParseMetrics(bytes.NewReader(body), m)
 		var pe *PartialError
+		var lu *LoadUnknownError
 		switch {
 		case err == nil, errors.As(err, &pe):
+		case errors.As(err, &lu):
+			if len(lu.Problems) == 0 || lu.Reason() == "" {
+				t.Fatalf("load unknown without a reason: %v", err)
+			}
+			for _, p := range lu.Problems {
+				if !slices.Contains(loadMetrics, p.Metric) || !slices.Contains([]string{ProblemAbsent, ProblemWrongType, ProblemNaN, ProblemInf, ProblemNegative}, p.Kind) {
+					t.Fatalf("problem outside the closed sets: %+v", p)
+				}
+			}
+			if !reflect.DeepEqual(met, scheduling.Metrics{}) {
+				t.Fatalf("metrics returned with an unknown load: %+v", met)
+			}
 		case errors.Is(err, ErrNoMetrics):
 		case errors.Is(err, ErrMalformed):
 			if strings.Contains(err.Error(), "parser failure") {

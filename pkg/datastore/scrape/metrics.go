@@ -19,10 +19,12 @@ const (
 var reasons = []string{ReasonTimeout, ReasonConnect, ReasonHTTPStatus, ReasonBodyTooLarge, ReasonParse, ReasonMissingMetrics}
 
 type scraperMetrics struct {
-	errors   *prometheus.CounterVec
-	duration prometheus.Histogram
-	stale    prometheus.Gauge
-	targets  prometheus.Gauge
+	errors      *prometheus.CounterVec
+	invalid     *prometheus.CounterVec
+	duration    prometheus.Histogram
+	stale       prometheus.Gauge
+	loadUnknown prometheus.Gauge
+	targets     prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*scraperMetrics, error) {
@@ -33,6 +35,13 @@ func newMetrics(reg prometheus.Registerer) (*scraperMetrics, error) {
 		Name:      "scrape_errors_total",
 		Help:      "Failed metrics scrapes of model-server endpoints, by reason (timeout, connect, http_status, body_too_large, parse, missing_metrics).",
 	}, []string{"reason"})); err != nil {
+		return nil, err
+	}
+	if m.invalid, err = promreg.Register(reg, prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "switchyard",
+		Name:      "scrape_invalid_values_total",
+		Help:      "Load metrics of model-server endpoints that a scrape could not read (NaN, infinite, negative, of the wrong type or absent), by metric (queue, running, kv_cache); such a scrape leaves the endpoint's load unknown.",
+	}, []string{"metric"})); err != nil {
 		return nil, err
 	}
 	if m.duration, err = promreg.Register(reg, prometheus.NewHistogram(prometheus.HistogramOpts{
@@ -50,6 +59,13 @@ func newMetrics(reg prometheus.Registerer) (*scraperMetrics, error) {
 	})); err != nil {
 		return nil, err
 	}
+	if m.loadUnknown, err = promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "switchyard",
+		Name:      "endpoints_load_unknown",
+		Help:      "Endpoints whose last scrape read their metrics but not their load (a load metric NaN, infinite, negative or absent); they are counted as stale too.",
+	})); err != nil {
+		return nil, err
+	}
 	if m.targets, err = promreg.Register(reg, prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "switchyard",
 		Name:      "scrape_targets",
@@ -59,6 +75,9 @@ func newMetrics(reg prometheus.Registerer) (*scraperMetrics, error) {
 	}
 	for _, r := range reasons {
 		m.errors.WithLabelValues(r)
+	}
+	for _, l := range loadMetrics {
+		m.invalid.WithLabelValues(l)
 	}
 	return m, nil
 }

@@ -27,10 +27,11 @@ var (
 	ErrNoMetrics = errors.New("none of the engine's metrics could be read")
 )
 
-// PartialError is returned by ParseMetrics when some of the mapping's
-// metrics were read and others were not (a metric family the server does
-// not expose, a label that is not a number). The Metrics returned with it
-// hold every metric that was read; the rest are zero.
+// PartialError is returned by ParseMetrics when every load metric was
+// read but some other metrics of the mapping were not (a LoRA or cache-info
+// family the server does not expose, a label that is not a number). The
+// Metrics returned with it hold every metric that was read; the rest are
+// zero.
 type PartialError struct {
 	// Problems lists each metric that could not be read.
 	Problems []error
@@ -42,6 +43,104 @@ func (e *PartialError) Error() string {
 		msgs[i] = p.Error()
 	}
 	return "some metrics could not be read: " + strings.Join(msgs, "; ")
+}
+
+// The load metrics: the values scorers read as an endpoint's load. They
+// are the metric label of switchyard_scrape_invalid_values_total and
+// LoadProblem.Metric.
+const (
+	LoadQueue   = "queue"    // EngineMapping.QueuedRequests: waiting requests
+	LoadRunning = "running"  // EngineMapping.RunningRequests: running requests
+	LoadKVCache = "kv_cache" // EngineMapping.KVUsage (or KVUsageFallback): KV-cache usage
+)
+
+// loadMetrics is the closed set of LoadProblem.Metric values, in the
+// order ParseMetrics reads them.
+var loadMetrics = []string{LoadQueue, LoadRunning, LoadKVCache}
+
+// Kinds of LoadProblem: why a load metric could not be read.
+const (
+	ProblemAbsent    = "absent"     // the family is missing, or no series matches the spec
+	ProblemWrongType = "wrong_type" // the family is not a gauge, counter or untyped metric
+	ProblemNaN       = "nan"        // the value is NaN
+	ProblemInf       = "inf"        // the value is +Inf or -Inf
+	ProblemNegative  = "negative"   // the value is below zero
+)
+
+// LoadProblem is one load metric that ParseMetrics could not read.
+type LoadProblem struct {
+	// Metric is LoadQueue, LoadRunning or LoadKVCache.
+	Metric string
+	// Spec is the metric as configured, e.g. vllm:num_requests_waiting
+	// (for KV-cache usage, the fallback when it was the one read).
+	Spec string
+	// Kind is one of the Problem* constants.
+	Kind string
+	// Value is the value read, for ProblemNaN, ProblemInf and
+	// ProblemNegative.
+	Value float64
+	// Detail explains ProblemWrongType, and ProblemAbsent when the family
+	// is present but no series matches.
+	Detail string
+}
+
+// String says which metric and why, e.g. "vllm:num_requests_waiting is
+// NaN".
+func (p LoadProblem) String() string {
+	switch p.Kind {
+	case ProblemNaN, ProblemInf:
+		return p.Spec + " is " + strconv.FormatFloat(p.Value, 'g', -1, 64)
+	case ProblemNegative:
+		return p.Spec + " is negative (" + strconv.FormatFloat(p.Value, 'g', -1, 64) + ")"
+	case ProblemAbsent:
+		if p.Detail == "" {
+			return p.Spec + " is absent"
+		}
+		return p.Spec + " is absent (" + p.Detail + ")"
+	}
+	return p.Spec + " cannot be read (" + p.Detail + ")"
+}
+
+// LoadUnknownError is returned by ParseMetrics when the body is valid text
+// format holding the engine's metrics, but a load metric the mapping
+// configures (queue, running requests, KV-cache usage) cannot be read: it is
+// NaN, ±Inf, negative, of the wrong type or absent. A zero would make the
+// endpoint look idle, so the endpoint's load is unknown: the Metrics
+// returned with this error are zero and must not be used. The scraper
+// reports the endpoint as not fresh (datastore.ScrapeResult.LoadUnknown),
+// which keeps it out of Ready while any endpoint is fresh.
+type LoadUnknownError struct {
+	// Problems lists each load metric that could not be read, in the order
+	// queue, running, kv_cache; it is never empty.
+	Problems []LoadProblem
+	// Warnings lists the other metrics (LoRA, cache info) that could not be
+	// read, as PartialError.Problems would.
+	Warnings []error
+}
+
+// Reason lists the problems, e.g. "vllm:num_requests_waiting is NaN;
+// vllm:kv_cache_usage_perc is negative (-1)".
+func (e *LoadUnknownError) Reason() string {
+	msgs := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		msgs[i] = p.String()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+// Kinds identifies the problems without their values ("queue:nan,
+// kv_cache:negative"), to tell a new problem from the same one with another
+// value.
+func (e *LoadUnknownError) Kinds() string {
+	msgs := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		msgs[i] = p.Metric + ":" + p.Kind
+	}
+	return strings.Join(msgs, ",")
+}
+
+func (e *LoadUnknownError) Error() string {
+	return "load unknown: " + e.Reason()
 }
 
 // LoRA info labels, as vLLM exposes them on vllm:lora_requests_info.
@@ -76,8 +175,8 @@ var parsers = sync.Pool{New: func() any {
 //     missing label counts as ""); among them the one with the newest
 //     timestamp wins, the first one on a tie (GIE's rule; series without
 //     timestamps tie). Values come from gauges, counters and untyped
-//     metrics; integer metrics are rounded toward zero and clamped to
-//     [0, MaxInt32], KV-cache usage to [0, 1]; NaN and ±Inf are errors.
+//     metrics; integer metrics are rounded toward zero and capped at
+//     MaxInt32, KV-cache usage at 1.
 //   - KV-cache usage falls back to KVUsageFallback when the KVUsage family
 //     is absent (vLLM before the kv_cache_usage_perc rename).
 //   - LoRA: among matching series the one with the largest value (a
@@ -88,14 +187,32 @@ var parsers = sync.Pool{New: func() any {
 //   - Cache info: block size and block count from the CacheInfo series'
 //     labels, then from the CacheBlockSize/CacheNumBlocks gauges when set.
 //
+// # Load metrics
+//
+// The queue, running-requests and KV-cache-usage metrics are the
+// endpoint's load: a value that cannot be read must never look like an
+// idle server. When the mapping configures one of them and it is NaN,
+// ±Inf, negative, not a gauge/counter/untyped metric, or absent (no series
+// matches), ParseMetrics returns a *LoadUnknownError and zero Metrics.
+// Absence counts, as in GIE's extractor, which fails on a missing
+// configured metric: a server that answers /metrics without its queue
+// would otherwise read as having an empty queue. An engine whose servers
+// lack a load metric must be configured without it (an engineConfigs
+// entry with that spec empty); scorers then see zero for every endpoint
+// alike. The other metrics (LoRA info, cache geometry) stay best-effort: a
+// missing or bad one is a warning (*PartialError, or
+// LoadUnknownError.Warnings) and reads as zero.
+//
 // Only the lines of the mapping's metric families are parsed (by
 // expfmt.TextParser, UTF-8 name validation); other lines are skipped, so a
-// malformed line of an unrelated family does not fail the scrape. Errors:
-// ErrMalformed when the selected lines are not valid text format, a read
-// error from r, ErrNoMetrics when the mapping configures metrics and none
-// could be read, or *PartialError when some could (the returned Metrics are
-// then usable). A mapping that configures no metric reads nothing and
-// returns zero Metrics. UpdateTime is left zero. ParseMetrics never panics.
+// malformed line of an unrelated family does not fail the scrape. Errors,
+// in this order: ErrMalformed when the selected lines are not valid text
+// format, a read error from r, ErrNoMetrics when the mapping configures
+// metrics, none could be read and no load metric is present (not the
+// engine's metrics at all), *LoadUnknownError as above, or *PartialError when only non-load metrics
+// could not be read (the returned Metrics are then usable). A mapping that
+// configures no metric reads nothing and returns zero Metrics. UpdateTime
+// is left zero. ParseMetrics never panics.
 func ParseMetrics(r io.Reader, m coremetrics.EngineMapping) (met scheduling.Metrics, err error) {
 	var wanted [8]string
 	names := wantedNames(&m, wanted[:0])
@@ -240,7 +357,25 @@ func familyOf(line []byte) []byte {
 func extract(fams map[string]*dto.MetricFamily, m *coremetrics.EngineMapping) (scheduling.Metrics, error) {
 	var met scheduling.Metrics
 	var problems []error
+	var load []LoadProblem
 	read, configured := 0, 0
+	// found reports whether some configured family was present, even with
+	// an unusable value.
+	found := false
+	readLoadInt := func(metric string, spec *coremetrics.MetricSpec, dst *int) {
+		if spec == nil {
+			return
+		}
+		configured++
+		v, p, ok := loadValue(fams, metric, spec)
+		if !ok {
+			load = append(load, p)
+			found = found || p.Kind != ProblemAbsent
+			return
+		}
+		*dst = toInt(v)
+		read++
+	}
 	readInt := func(spec *coremetrics.MetricSpec, dst *int) {
 		if spec == nil {
 			return
@@ -254,8 +389,8 @@ func extract(fams map[string]*dto.MetricFamily, m *coremetrics.EngineMapping) (s
 		*dst = toInt(v)
 		read++
 	}
-	readInt(m.QueuedRequests, &met.WaitingQueueSize)
-	readInt(m.RunningRequests, &met.RunningRequestsSize)
+	readLoadInt(LoadQueue, m.QueuedRequests, &met.WaitingQueueSize)
+	readLoadInt(LoadRunning, m.RunningRequests, &met.RunningRequestsSize)
 	if spec := m.KVUsage; spec != nil {
 		configured++
 		if _, present := fams[spec.Name]; !present && m.KVUsageFallback != nil {
@@ -263,10 +398,16 @@ func extract(fams map[string]*dto.MetricFamily, m *coremetrics.EngineMapping) (s
 				spec = m.KVUsageFallback
 			}
 		}
-		if v, err := gaugeValue(fams, spec); err != nil {
-			problems = append(problems, err)
+		if v, p, ok := loadValue(fams, LoadKVCache, spec); !ok {
+			if p.Kind == ProblemAbsent && p.Detail == "" && spec != m.KVUsageFallback && m.KVUsageFallback != nil {
+				p.Detail = "and so is " + m.KVUsageFallback.String()
+			}
+			load = append(load, p)
+			found = found || p.Kind != ProblemAbsent
 		} else {
-			met.KVCacheUsagePercent = min(max(v, 0), 1)
+			// Above 1 is impossible; reading it as full is the
+			// pessimistic choice.
+			met.KVCacheUsagePercent = min(v, 1)
 			read++
 		}
 	}
@@ -312,12 +453,44 @@ func extract(fams map[string]*dto.MetricFamily, m *coremetrics.EngineMapping) (s
 	readInt(m.CacheBlockSize, &met.CacheBlockSize)
 	readInt(m.CacheNumBlocks, &met.CacheNumBlocks)
 	switch {
-	case configured > 0 && read == 0:
-		return scheduling.Metrics{}, fmt.Errorf("%w: %w", ErrNoMetrics, errors.Join(problems...))
+	case configured > 0 && read == 0 && !found:
+		all := make([]error, 0, len(load)+len(problems))
+		for _, p := range load {
+			all = append(all, errors.New(p.String()))
+		}
+		all = append(all, problems...)
+		return scheduling.Metrics{}, fmt.Errorf("%w: %w", ErrNoMetrics, errors.Join(all...))
+	case len(load) > 0:
+		return scheduling.Metrics{}, &LoadUnknownError{Problems: load, Warnings: problems}
 	case len(problems) > 0:
 		return met, &PartialError{Problems: problems}
 	}
 	return met, nil
+}
+
+// loadValue reads a load metric: a finite, non-negative number (ok), or
+// the problem that prevents it. It allocates nothing when ok.
+func loadValue(fams map[string]*dto.MetricFamily, metric string, spec *coremetrics.MetricSpec) (v float64, p LoadProblem, ok bool) {
+	if f := fams[spec.Name]; f == nil || len(f.GetMetric()) == 0 {
+		p.Kind = ProblemAbsent
+	} else if s, err := latest(fams, spec); err != nil {
+		p.Kind, p.Detail = ProblemAbsent, "no series matches"
+	} else if v, ok = value(s); !ok {
+		p.Kind, p.Detail = ProblemWrongType, fmt.Sprintf("a %s; want a gauge, counter or untyped metric", strings.ToLower(f.GetType().String()))
+	} else {
+		switch {
+		case math.IsNaN(v):
+			p.Kind, p.Value = ProblemNaN, v
+		case math.IsInf(v, 0):
+			p.Kind, p.Value = ProblemInf, v
+		case v < 0:
+			p.Kind, p.Value = ProblemNegative, v
+		default:
+			return v, LoadProblem{}, true
+		}
+	}
+	p.Metric, p.Spec = metric, spec.String()
+	return 0, p, false
 }
 
 // matches reports whether a series has every label the spec requires (a

@@ -2,8 +2,10 @@ package scrape
 
 import (
 	"bytes"
+	"cmp"
 	"errors"
 	"io"
+	"math"
 	"os"
 	"strings"
 	"testing"
@@ -120,7 +122,7 @@ vllm:kv_cache_usage_perc 0.5
 			partial: "not found",
 		},
 		{
-			name:   "LoRA: largest value wins; counters and untyped values; clamping",
+			name:   "LoRA: largest value wins; counters and untyped values; pessimistic clamping",
 			engine: "vllm",
 			body: `# TYPE vllm:lora_requests_info gauge
 vllm:lora_requests_info{max_lora="2",running_lora_adapters="a",waiting_lora_adapters=""} 100
@@ -128,12 +130,12 @@ vllm:lora_requests_info{max_lora="3",running_lora_adapters=" b , c ,",waiting_lo
 vllm:lora_requests_info{max_lora="4",running_lora_adapters="e",waiting_lora_adapters=""} 200
 # TYPE vllm:num_requests_waiting counter
 vllm:num_requests_waiting 4.9
-vllm:num_requests_running -3
+vllm:num_requests_running 1e12
 vllm:kv_cache_usage_perc 1.5
 vllm:cache_config_info{block_size="16"} 1
 `,
 			want: scheduling.Metrics{
-				WaitingQueueSize: 4, RunningRequestsSize: 0, KVCacheUsagePercent: 1,
+				WaitingQueueSize: 4, RunningRequestsSize: math.MaxInt32, KVCacheUsagePercent: 1,
 				ActiveModels: map[string]int{"b": 0, "c": 0}, WaitingModels: map[string]int{"d": 0}, MaxActiveModels: 3,
 				CacheBlockSize: 16,
 			},
@@ -153,32 +155,39 @@ vllm:cache_config_info 1
 			want: scheduling.Metrics{WaitingQueueSize: 1, RunningRequestsSize: 1, KVCacheUsagePercent: 0.1, ActiveModels: map[string]int{}, WaitingModels: map[string]int{}},
 		},
 		{
-			name:   "bad label numbers and non-finite values are partial errors",
+			name:   "negative zero is zero",
 			engine: "vllm",
-			body: `vllm:num_requests_waiting NaN
-vllm:num_requests_running +Inf
+			body: `vllm:num_requests_waiting -0
+vllm:num_requests_running -0.0
+vllm:kv_cache_usage_perc -0
+vllm:lora_requests_info 1
+vllm:cache_config_info 1
+`,
+			want: scheduling.Metrics{ActiveModels: map[string]int{}, WaitingModels: map[string]int{}},
+		},
+		{
+			name:   "bad non-load values are partial errors",
+			engine: "vllm",
+			body: `vllm:num_requests_waiting 1
+vllm:num_requests_running 2
 vllm:kv_cache_usage_perc 0.3
 vllm:lora_requests_info{max_lora="many"} 1
 vllm:cache_config_info{block_size="x",num_gpu_blocks="-1"} 1
 `,
-			want:    scheduling.Metrics{KVCacheUsagePercent: 0.3, ActiveModels: map[string]int{}, WaitingModels: map[string]int{}},
+			want:    scheduling.Metrics{WaitingQueueSize: 1, RunningRequestsSize: 2, KVCacheUsagePercent: 0.3, ActiveModels: map[string]int{}, WaitingModels: map[string]int{}},
 			partial: `label max_lora="many" is not a non-negative integer`,
 		},
 		{
-			name:   "histogram where a gauge is expected",
-			engine: "vllm",
-			body: `# TYPE vllm:num_requests_waiting histogram
-vllm:num_requests_waiting_bucket{le="+Inf"} 1
-vllm:num_requests_waiting_count 1
-vllm:num_requests_waiting_sum 1
-# TYPE vllm:num_requests_running summary
-vllm:num_requests_running{quantile="0.5"} 1
-vllm:num_requests_running_count 1
-vllm:num_requests_running_sum 1
-vllm:kv_cache_usage_perc 0.3
+			name:   "non-finite cache gauges are partial errors",
+			engine: "trtllm-serve",
+			body: `trtllm_num_requests_waiting 2
+trtllm_num_requests_running 9
+trtllm_kv_cache_utilization 0.5
+trtllm_kv_cache_tokens_per_block NaN
+trtllm_kv_cache_max_blocks -Inf
 `,
-			want:    scheduling.Metrics{KVCacheUsagePercent: 0.3},
-			partial: "metric vllm:num_requests_running is a summary; want a gauge, counter or untyped metric",
+			want:    scheduling.Metrics{WaitingQueueSize: 2, RunningRequestsSize: 9, KVCacheUsagePercent: 0.5},
+			partial: "trtllm_kv_cache_tokens_per_block has the value NaN",
 		},
 	}
 	for _, tt := range tests {
@@ -203,14 +212,14 @@ func TestParseMetricsErrors(t *testing.T) {
 		want error
 		msg  string
 	}{
-		{"empty", "", ErrNoMetrics, "metric vllm:num_requests_waiting not found"},
+		{"empty", "", ErrNoMetrics, "vllm:num_requests_waiting is absent"},
 		{"html", "<html><body>Not metrics</body></html>\n", ErrNoMetrics, "not found"},
 		{"garbage in a wanted family", "vllm:num_requests_waiting{ 1\n", ErrMalformed, "line 1"},
 		{"bad value", "vllm:kv_cache_usage_perc abc\n", ErrMalformed, "line 1"},
 		{"line numbers are the body's", "# comment\nfoo 1\nvllm:num_requests_running 1 2 3\n", ErrMalformed, "line 3"},
 		{"duplicate TYPE", "# TYPE vllm:num_requests_running gauge\n# TYPE vllm:num_requests_running gauge\n", ErrMalformed, "second TYPE"},
 		{"no final newline", "vllm:num_requests_waiting 1", ErrMalformed, "unexpected end of input stream"},
-		{"label mismatch", "nv_trt_llm_request_metrics{request_type=\"other\"} 1\n", ErrNoMetrics, "no series of nv_trt_llm_request_metrics matches nv_trt_llm_request_metrics{request_type=\"waiting\"}"},
+		{"label mismatch", "nv_trt_llm_request_metrics{request_type=\"other\"} 1\n", ErrNoMetrics, "nv_trt_llm_request_metrics{request_type=\"waiting\"} is absent (no series matches)"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -241,6 +250,129 @@ func TestParseMetricsErrors(t *testing.T) {
 		got, err := ParseMetrics(strings.NewReader("q{kind=\"a\"} 1\nq 2\n"), m)
 		require.NoError(t, err)
 		assert.Equal(t, 2, got.WaitingQueueSize)
+	})
+}
+
+// TestParseMetricsLoadUnknown: a load metric (queue, running, KV-cache
+// usage) that the mapping configures but that cannot be read — NaN, ±Inf,
+// negative, of the wrong type or absent — is never read as 0 (an idle
+// server): ParseMetrics returns a *LoadUnknownError naming the metric and
+// why, with zero Metrics.
+func TestParseMetricsLoadUnknown(t *testing.T) {
+	const good = "vllm:num_requests_waiting 1\nvllm:num_requests_running 2\nvllm:kv_cache_usage_perc 0.5\n" +
+		"vllm:lora_requests_info 1\nvllm:cache_config_info 1\n"
+	// with replaces the line of one family of good.
+	with := func(family, line string) string {
+		var out []string
+		for l := range strings.SplitSeq(strings.TrimSuffix(good, "\n"), "\n") {
+			if strings.HasPrefix(l, family+" ") {
+				if line == "" {
+					continue
+				}
+				l = line
+			}
+			out = append(out, l)
+		}
+		return strings.Join(out, "\n") + "\n"
+	}
+	type problem struct{ metric, kind string }
+	tests := []struct {
+		name     string
+		engine   string
+		body     string
+		want     []problem
+		reason   string
+		warnings string // substring of the joined warnings
+	}{
+		{name: "queue NaN", body: with("vllm:num_requests_waiting", "vllm:num_requests_waiting NaN"),
+			want: []problem{{LoadQueue, ProblemNaN}}, reason: "vllm:num_requests_waiting is NaN"},
+		{name: "queue +Inf", body: with("vllm:num_requests_waiting", "vllm:num_requests_waiting +Inf"),
+			want: []problem{{LoadQueue, ProblemInf}}, reason: "vllm:num_requests_waiting is +Inf"},
+		{name: "queue negative", body: with("vllm:num_requests_waiting", "vllm:num_requests_waiting -1"),
+			want: []problem{{LoadQueue, ProblemNegative}}, reason: "vllm:num_requests_waiting is negative (-1)"},
+		{name: "queue absent", body: with("vllm:num_requests_waiting", ""),
+			want: []problem{{LoadQueue, ProblemAbsent}}, reason: "vllm:num_requests_waiting is absent"},
+		{name: "running NaN", body: with("vllm:num_requests_running", "vllm:num_requests_running NaN"),
+			want: []problem{{LoadRunning, ProblemNaN}}, reason: "vllm:num_requests_running is NaN"},
+		{name: "running +Inf", body: with("vllm:num_requests_running", "vllm:num_requests_running +Inf"),
+			want: []problem{{LoadRunning, ProblemInf}}, reason: "vllm:num_requests_running is +Inf"},
+		{name: "running -Inf", body: with("vllm:num_requests_running", "vllm:num_requests_running -Inf"),
+			want: []problem{{LoadRunning, ProblemInf}}, reason: "vllm:num_requests_running is -Inf"},
+		{name: "running negative fraction", body: with("vllm:num_requests_running", "vllm:num_requests_running -0.5"),
+			want: []problem{{LoadRunning, ProblemNegative}}, reason: "vllm:num_requests_running is negative (-0.5)"},
+		{name: "running absent", body: with("vllm:num_requests_running", ""),
+			want: []problem{{LoadRunning, ProblemAbsent}}, reason: "vllm:num_requests_running is absent"},
+		{name: "KV NaN", body: with("vllm:kv_cache_usage_perc", "vllm:kv_cache_usage_perc NaN"),
+			want: []problem{{LoadKVCache, ProblemNaN}}, reason: "vllm:kv_cache_usage_perc is NaN"},
+		{name: "KV +Inf", body: with("vllm:kv_cache_usage_perc", "vllm:kv_cache_usage_perc +Inf"),
+			want: []problem{{LoadKVCache, ProblemInf}}, reason: "vllm:kv_cache_usage_perc is +Inf"},
+		{name: "KV -Inf", body: with("vllm:kv_cache_usage_perc", "vllm:kv_cache_usage_perc -Inf"),
+			want: []problem{{LoadKVCache, ProblemInf}}, reason: "vllm:kv_cache_usage_perc is -Inf"},
+		{name: "KV negative", body: with("vllm:kv_cache_usage_perc", "vllm:kv_cache_usage_perc -0.01"),
+			want: []problem{{LoadKVCache, ProblemNegative}}, reason: "vllm:kv_cache_usage_perc is negative (-0.01)"},
+		{name: "KV and its fallback absent", body: with("vllm:kv_cache_usage_perc", ""),
+			want: []problem{{LoadKVCache, ProblemAbsent}}, reason: "vllm:kv_cache_usage_perc is absent (and so is vllm:gpu_cache_usage_perc)"},
+		{name: "KV fallback NaN", body: with("vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc NaN"),
+			want: []problem{{LoadKVCache, ProblemNaN}}, reason: "vllm:gpu_cache_usage_perc is NaN"},
+		{name: "the selected (newest) series is NaN", body: with("vllm:num_requests_waiting", "vllm:num_requests_waiting{e=\"0\"} 1 1000\nvllm:num_requests_waiting{e=\"1\"} NaN 2000"),
+			want: []problem{{LoadQueue, ProblemNaN}}, reason: "vllm:num_requests_waiting is NaN"},
+		{name: "summary where a gauge is expected", body: with("vllm:num_requests_running", "# TYPE vllm:num_requests_running summary\nvllm:num_requests_running{quantile=\"0.5\"} 1\nvllm:num_requests_running_sum 1\nvllm:num_requests_running_count 1"),
+			want: []problem{{LoadRunning, ProblemWrongType}}, reason: "vllm:num_requests_running cannot be read (a summary; want a gauge, counter or untyped metric)"},
+		{name: "every load metric broken, nothing else present", body: "vllm:num_requests_waiting NaN\nvllm:num_requests_running -3\nvllm:kv_cache_usage_perc -Inf\n",
+			want:     []problem{{LoadQueue, ProblemNaN}, {LoadRunning, ProblemNegative}, {LoadKVCache, ProblemInf}},
+			reason:   "vllm:num_requests_waiting is NaN; vllm:num_requests_running is negative (-3); vllm:kv_cache_usage_perc is -Inf",
+			warnings: "metric vllm:lora_requests_info not found"},
+		{name: "only non-load metrics present", body: "vllm:lora_requests_info 1\nvllm:cache_config_info 1\n",
+			want: []problem{{LoadQueue, ProblemAbsent}, {LoadRunning, ProblemAbsent}, {LoadKVCache, ProblemAbsent}}},
+		{name: "triton: no series matches the queue's labels", engine: "triton-tensorrt-llm",
+			body: "nv_trt_llm_request_metrics{request_type=\"scheduled\"} 1\nnv_trt_llm_kv_cache_block_metrics{kv_cache_block_type=\"fraction\"} 0.1\n",
+			want: []problem{{LoadQueue, ProblemAbsent}}, reason: `nv_trt_llm_request_metrics{request_type="waiting"} is absent (no series matches)`},
+		{name: "sglang negative queue", engine: "sglang",
+			body: "sglang:num_queue_reqs -2\nsglang:num_running_reqs 1\nsglang:token_usage 0.1\nsglang:cache_config_info 1\n",
+			want: []problem{{LoadQueue, ProblemNegative}}, reason: "sglang:num_queue_reqs is negative (-2)"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			engine := cmp.Or(tt.engine, "vllm")
+			got, err := ParseMetrics(strings.NewReader(tt.body), mapping(t, engine))
+			var lu *LoadUnknownError
+			require.True(t, errors.As(err, &lu), "want a *LoadUnknownError, got %v", err)
+			assert.NotErrorIs(t, err, ErrNoMetrics)
+			var pe *PartialError
+			assert.False(t, errors.As(err, &pe))
+			assert.Equal(t, scheduling.Metrics{}, got, "no zeros that would read as idle")
+			var problems []problem
+			for _, p := range lu.Problems {
+				problems = append(problems, problem{p.Metric, p.Kind})
+			}
+			assert.Equal(t, tt.want, problems)
+			if tt.reason != "" {
+				assert.Equal(t, tt.reason, lu.Reason())
+				assert.Equal(t, "load unknown: "+tt.reason, err.Error())
+			}
+			if tt.warnings != "" {
+				assert.Contains(t, errors.Join(lu.Warnings...).Error(), tt.warnings)
+			}
+		})
+	}
+
+	t.Run("a load metric the mapping does not configure is not needed", func(t *testing.T) {
+		running, err := coremetrics.ParseMetricSpec("r")
+		require.NoError(t, err)
+		m := coremetrics.EngineMapping{Name: "x", RunningRequests: running}
+		got, err := ParseMetrics(strings.NewReader("r 3\nq NaN\n"), m)
+		require.NoError(t, err)
+		assert.Equal(t, scheduling.Metrics{RunningRequestsSize: 3}, got)
+	})
+	t.Run("kinds ignore values", func(t *testing.T) {
+		_, err1 := ParseMetrics(strings.NewReader(with("vllm:num_requests_waiting", "vllm:num_requests_waiting -1")), mapping(t, "vllm"))
+		_, err2 := ParseMetrics(strings.NewReader(with("vllm:num_requests_waiting", "vllm:num_requests_waiting -7")), mapping(t, "vllm"))
+		var a, b *LoadUnknownError
+		require.True(t, errors.As(err1, &a))
+		require.True(t, errors.As(err2, &b))
+		assert.Equal(t, "queue:negative", a.Kinds())
+		assert.Equal(t, a.Kinds(), b.Kinds())
+		assert.NotEqual(t, a.Reason(), b.Reason())
 	})
 }
 

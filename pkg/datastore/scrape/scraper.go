@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net"
 	"net/http"
@@ -33,6 +34,14 @@ const (
 	DefaultMaxBodyBytes = 16 << 20
 	// DefaultMaxConcurrency bounds simultaneous scrapes.
 	DefaultMaxConcurrency = 64
+	// DefaultMaxBackoff caps the back-off of a failing endpoint. A failing
+	// endpoint then costs one request (up to MaxBodyBytes read) every 5 s
+	// instead of 20 a second, and a recovered one is routed to again
+	// within 5 s plus an interval: less than a Kubernetes readiness probe
+	// period (10 s by default) and of the order of the default staleness
+	// threshold (2 s), so recovery is not noticeably slower than a pod
+	// becoming ready.
+	DefaultMaxBackoff = 5 * time.Second
 )
 
 // Config is what the EndpointPickerConfig says about scraping; it can
@@ -60,6 +69,14 @@ type Options struct {
 	// MaxConcurrency bounds simultaneous scrapes over all endpoints; 0
 	// means DefaultMaxConcurrency.
 	MaxConcurrency int
+	// MaxBackoff caps the wait between two scrapes of a failing endpoint
+	// (see the package documentation): after n consecutive failed scrapes,
+	// or scrapes that left the load unknown, the next one comes
+	// Interval×2^(n-1) later, less a random jitter of up to a quarter,
+	// capped at MaxBackoff. It bounds how long a recovered endpoint waits
+	// to be scraped, hence routed to, again. 0 means DefaultMaxBackoff; a
+	// value below Interval means Interval (no back-off).
+	MaxBackoff time.Duration
 	// Client, if set, does the requests (its transport then decides TLS
 	// verification). By default the scraper uses its own transports, shared
 	// by all endpoints as in GIE: 5000 idle connections, 2 per host, idle
@@ -117,6 +134,8 @@ func NewScraper(store *datastore.Store, cfg Config, opts Options) (*Scraper, err
 		return nil, fmt.Errorf("scrape: max body bytes must be positive, got %d", opts.MaxBodyBytes)
 	case opts.MaxConcurrency < 0:
 		return nil, fmt.Errorf("scrape: max concurrency must be positive, got %d", opts.MaxConcurrency)
+	case opts.MaxBackoff < 0:
+		return nil, fmt.Errorf("scrape: max backoff must be positive, got %v", opts.MaxBackoff)
 	}
 	if opts.Interval == 0 {
 		opts.Interval = DefaultInterval
@@ -130,6 +149,10 @@ func NewScraper(store *datastore.Store, cfg Config, opts Options) (*Scraper, err
 	if opts.MaxConcurrency == 0 {
 		opts.MaxConcurrency = DefaultMaxConcurrency
 	}
+	if opts.MaxBackoff == 0 {
+		opts.MaxBackoff = DefaultMaxBackoff
+	}
+	opts.MaxBackoff = max(opts.MaxBackoff, opts.Interval)
 	m, err := newMetrics(opts.Registerer)
 	if err != nil {
 		return nil, fmt.Errorf("scrape: register metrics: %w", err)
@@ -204,10 +227,13 @@ func (s *Scraper) publishGap() time.Duration {
 }
 
 // Run scrapes until ctx is done: one goroutine per endpoint, each scraping
-// at once and then every Interval (at a random phase), at most
-// MaxConcurrency at a time; endpoints added to the store start within one
-// interval and removed ones stop at once (an in-flight request is
-// cancelled). It also runs the store's publisher. Run returns after every
+// at once and then every Interval (at a random phase), backing off while
+// the endpoint fails (Options.MaxBackoff), at most MaxConcurrency at a
+// time; endpoints added to the store start within one interval and removed
+// ones stop at once (an in-flight request is cancelled). A configuration
+// change (SetConfig) or a change of an endpoint's metrics address, path,
+// engine or labels ends the back-off: the next scrape comes within one
+// interval. It also runs the store's publisher. Run returns after every
 // goroutine it started has stopped; a second concurrent Run returns at
 // once.
 func (s *Scraper) Run(ctx context.Context) {
@@ -229,9 +255,12 @@ func (s *Scraper) Run(ctx context.Context) {
 	workers := map[uint64]*worker{}
 	gauge := time.NewTicker(250 * time.Millisecond)
 	defer gauge.Stop()
+	lastCfg := s.cfg.Load()
 	for {
 		targets, changed := s.store.Targets()
-		s.sync(ctx, &wg, workers, targets)
+		cfg := s.cfg.Load()
+		s.sync(ctx, &wg, workers, targets, cfg != lastCfg)
+		lastCfg = cfg
 	wait:
 		for {
 			select {
@@ -242,15 +271,24 @@ func (s *Scraper) Run(ctx context.Context) {
 			case <-s.cfgCh:
 				break wait
 			case <-gauge.C:
-				s.metrics.stale.Set(float64(s.store.Snapshot().StaleCount()))
+				s.setGauges()
 			}
 		}
 	}
 }
 
+// setGauges sets the gauges read from the published snapshot.
+func (s *Scraper) setGauges() {
+	sn := s.store.Snapshot()
+	s.metrics.stale.Set(float64(sn.StaleCount()))
+	s.metrics.loadUnknown.Set(float64(sn.LoadUnknownCount()))
+}
+
 // sync starts workers for new targets, updates the others' specs and stops
-// the workers of removed targets.
-func (s *Scraper) sync(ctx context.Context, wg *sync.WaitGroup, workers map[uint64]*worker, targets []datastore.ScrapeTarget) {
+// the workers of removed targets. Workers whose target's scrape settings
+// changed, or all of them when the configuration changed, leave their
+// back-off.
+func (s *Scraper) sync(ctx context.Context, wg *sync.WaitGroup, workers map[uint64]*worker, targets []datastore.ScrapeTarget, cfgChanged bool) {
 	if s.cfg.Load().extractor == nil {
 		targets = nil
 	}
@@ -259,11 +297,14 @@ func (s *Scraper) sync(ctx context.Context, wg *sync.WaitGroup, workers map[uint
 		t := targets[i]
 		seen[t.ID] = true
 		if w := workers[t.ID]; w != nil {
-			w.target.Store(&t)
+			old := w.target.Swap(&t)
+			if cfgChanged || !sameScrape(&old.Spec, &t.Spec) {
+				w.resetBackoff()
+			}
 			continue
 		}
 		wctx, cancel := context.WithCancel(ctx)
-		w := &worker{s: s, cancel: cancel, log: s.log.WithValues("endpoint", t.Key)}
+		w := &worker{s: s, cancel: cancel, log: s.log.WithValues("endpoint", t.Key), reset: make(chan struct{}, 1)}
 		w.target.Store(&t)
 		workers[t.ID] = w
 		wg.Go(func() { w.run(wctx) })
@@ -277,48 +318,122 @@ func (s *Scraper) sync(ctx context.Context, wg *sync.WaitGroup, workers map[uint
 		}
 	}
 	s.metrics.targets.Set(float64(len(workers)))
-	s.metrics.stale.Set(float64(s.store.Snapshot().StaleCount()))
+	s.setGauges()
 }
 
-// worker scrapes one endpoint. Its fields other than target and cancel are
-// owned by its goroutine.
+// sameScrape reports whether two specs of one endpoint are scraped alike
+// (same metrics address and path, same engine choice).
+func sameScrape(a, b *datastore.EndpointSpec) bool {
+	return a.MetricsHostPort() == b.MetricsHostPort() && a.MetricsPath == b.MetricsPath &&
+		a.Engine == b.Engine && maps.Equal(a.Labels, b.Labels)
+}
+
+// worker scrapes one endpoint. Its fields other than target, cancel and
+// reset are owned by its goroutine.
 type worker struct {
 	s      *Scraper
 	target atomic.Pointer[datastore.ScrapeTarget]
 	cancel context.CancelFunc
 	log    logr.Logger
+	// reset (capacity 1) asks the goroutine to leave its back-off.
+	reset chan struct{}
 
 	// URL cache: rebuilt when the target or configuration changes.
 	urlTarget *datastore.ScrapeTarget
 	urlCfg    *resolved
 	url       string
 
-	failing      bool
+	// failures counts consecutive scrapes that failed or left the load
+	// unknown; it sets the back-off.
+	failures int
+
+	// Log state: the last scrape's state and its reason (the error
+	// reason, or LoadUnknownError.Kinds).
+	state        scrapeState
 	lastReason   string
 	lastWarning  string
 	warnedEngine string
 }
 
-func (w *worker) run(ctx context.Context) {
-	w.scrape(ctx)
-	interval := w.s.opts.Interval
-	phase := time.NewTimer(rand.N(interval) + 1)
+// scrapeState is the outcome of a worker's last scrape, for logging
+// transitions.
+type scrapeState int
+
+const (
+	stateOK          scrapeState = iota // metrics and load read
+	stateFailing                        // the scrape failed (ScrapeResult.Err)
+	stateLoadUnknown                    // metrics read, load unknown (ScrapeResult.LoadUnknown)
+)
+
+// resetBackoff asks the worker to leave its back-off; it never blocks.
+func (w *worker) resetBackoff() {
 	select {
-	case <-ctx.Done():
-		phase.Stop()
-		return
-	case <-phase.C:
+	case w.reset <- struct{}{}:
+	default:
 	}
-	ticker := time.NewTicker(interval)
-	defer ticker.Stop()
+}
+
+// run scrapes at once, then every Interval from a random phase; after a
+// failed scrape (or one that left the load unknown) it waits the back-off
+// instead, counted from the end of that scrape.
+func (w *worker) run(ctx context.Context) {
+	interval := w.s.opts.Interval
+	var wait time.Duration
+	if w.scrape(ctx) {
+		wait = rand.N(interval) + 1
+	} else {
+		wait = w.backoff()
+	}
+	due := time.Now().Add(wait)
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
 	for {
-		w.scrape(ctx)
 		select {
 		case <-ctx.Done():
 			return
-		case <-ticker.C:
+		case <-w.reset:
+			w.failures = 0
+			if now := time.Now(); due.Sub(now) > interval {
+				due = now.Add(rand.N(interval) + 1)
+				timer.Reset(due.Sub(now))
+			}
+			continue
+		case <-timer.C:
 		}
+		ok := w.scrape(ctx)
+		now := time.Now()
+		if ok {
+			// Keep the phase, as a ticker would; a scrape that took
+			// longer than the interval is followed by the next at once.
+			if due = due.Add(interval); due.Before(now) {
+				due = now
+			}
+		} else {
+			due = now.Add(w.backoff())
+		}
+		timer.Reset(due.Sub(now))
 	}
+}
+
+// backoff is the wait after w.failures consecutive failures (at least 1):
+// Interval×2^(failures-1), capped at MaxBackoff, less a random jitter of
+// up to a quarter so that endpoints failing together do not stay in step.
+func (w *worker) backoff() time.Duration {
+	return backoffDelay(w.s.opts.Interval, w.s.opts.MaxBackoff, w.failures, rand.N[time.Duration])
+}
+
+// backoffDelay computes the back-off; randN(n) returns a value in [0, n).
+func backoffDelay(interval, maxBackoff time.Duration, failures int, randN func(time.Duration) time.Duration) time.Duration {
+	d := interval
+	for i := 1; i < failures && d < maxBackoff; i++ {
+		if d > maxBackoff/2 {
+			d = maxBackoff // and no overflow
+			break
+		}
+		d *= 2
+	}
+	d = min(d, maxBackoff)
+	return d - randN(d/4+1)
 }
 
 // mapping chooses the endpoint's engine mapping: its spec's engine when the
@@ -349,19 +464,20 @@ func (w *worker) urlFor(cfg *resolved, t *datastore.ScrapeTarget) string {
 }
 
 // scrape scrapes the endpoint once and reports the result, unless ctx is
-// done (the endpoint was removed or the scraper stops).
-func (w *worker) scrape(ctx context.Context) {
+// done (the endpoint was removed or the scraper stops). It reports false
+// when the scrape failed or left the load unknown.
+func (w *worker) scrape(ctx context.Context) bool {
 	s := w.s
 	cfg := s.cfg.Load()
 	if cfg.extractor == nil {
-		return
+		return true
 	}
 	t := w.target.Load()
 	m := w.mapping(cfg, t)
 	select {
 	case s.sem <- struct{}{}:
 	case <-ctx.Done():
-		return
+		return true
 	}
 	start := time.Now()
 	target := w.urlFor(cfg, t)
@@ -369,38 +485,62 @@ func (w *worker) scrape(ctx context.Context) {
 	<-s.sem
 	d := time.Since(start)
 	if ctx.Err() != nil {
-		return
+		return true
 	}
 	s.metrics.duration.Observe(d.Seconds())
 	res := datastore.ScrapeResult{Engine: m.Name, Duration: d}
 	var partial *PartialError
-	reason := ""
+	var unknown *LoadUnknownError
+	state, reason := stateOK, ""
 	switch {
 	case err == nil:
 		res.Metrics = met
 	case errors.As(err, &partial):
 		res.Metrics = met
 		res.Warning = partial.Error()
+	case errors.As(err, &unknown):
+		state, reason = stateLoadUnknown, unknown.Kinds()
+		res.LoadUnknown = unknown.Reason()
+		for _, p := range unknown.Problems {
+			s.metrics.invalid.WithLabelValues(p.Metric).Inc()
+		}
 	default:
-		reason = classify(err)
+		state, reason = stateFailing, classify(err)
 		s.metrics.errors.WithLabelValues(reason).Inc()
 		res.Err = err
 	}
 	s.store.ReportScrape(t.ID, res)
-	w.logTransition(target, reason, err, res.Warning)
+	w.logTransition(target, state, reason, err, res)
+	if state != stateOK {
+		w.failures++
+		return false
+	}
+	w.failures = 0
+	return true
 }
 
-func (w *worker) logTransition(target, reason string, err error, warning string) {
+// logTransition logs a change of the worker's state: into a failure or an
+// unknown load (error), a change of reason within one (V(1)), and the way
+// back (info).
+func (w *worker) logTransition(target string, state scrapeState, reason string, err error, res datastore.ScrapeResult) {
+	warning := res.Warning
+	prev := w.state
 	switch {
-	case reason != "" && !w.failing:
+	case state == stateFailing && prev != stateFailing:
 		w.log.Error(err, "Scraping metrics failed; the endpoint is stale until a scrape succeeds", "url", target, "reason", reason)
-	case reason != "" && reason != w.lastReason:
+	case state == stateFailing && reason != w.lastReason:
 		w.log.V(1).Info("Scraping metrics still fails, for another reason", "url", target, "reason", reason, "error", err.Error())
-	case reason == "" && w.failing:
+	case state == stateLoadUnknown && prev != stateLoadUnknown:
+		w.log.Error(err, "The endpoint's load cannot be read; it is stale until its load metrics are valid", "url", target, "loadUnknown", res.LoadUnknown)
+	case state == stateLoadUnknown && reason != w.lastReason:
+		w.log.V(1).Info("The endpoint's load still cannot be read, for another reason", "url", target, "loadUnknown", res.LoadUnknown)
+	case state == stateOK && prev == stateFailing:
 		w.log.Info("Scraping metrics recovered", "url", target)
+	case state == stateOK && prev == stateLoadUnknown:
+		w.log.Info("The endpoint's load can be read again", "url", target)
 	}
-	w.failing, w.lastReason = reason != "", reason
-	if reason == "" && warning != w.lastWarning {
+	w.state, w.lastReason = state, reason
+	if state == stateOK && warning != w.lastWarning {
 		if warning != "" {
 			w.log.V(1).Info("Some metrics could not be read", "url", target, "problems", warning)
 		} else {
@@ -408,7 +548,7 @@ func (w *worker) logTransition(target, reason string, err error, warning string)
 		}
 		w.lastWarning = warning
 	}
-	if reason == "" && w.log.V(5).Enabled() {
+	if state == stateOK && w.log.V(5).Enabled() {
 		w.log.V(5).Info("Scraped metrics", "url", target)
 	}
 }
@@ -454,7 +594,8 @@ func (s *Scraper) fetch(ctx context.Context, cfg *resolved, target string, m cor
 		return scheduling.Metrics{}, fmt.Errorf("%w: metrics body exceeds %d bytes", errBodyTooLarge, s.opts.MaxBodyBytes)
 	}
 	var partial *PartialError
-	if err != nil && ctx.Err() != nil && !errors.As(err, &partial) {
+	var unknown *LoadUnknownError
+	if err != nil && ctx.Err() != nil && !errors.As(err, &partial) && !errors.As(err, &unknown) {
 		// The body was cut by the timeout.
 		return scheduling.Metrics{}, fmt.Errorf("read metrics body: %w", ctx.Err())
 	}

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -178,6 +180,9 @@ func start(t *testing.T, threshold time.Duration, cfg Config, opts Options, spec
 	}
 	if opts.Timeout == 0 {
 		opts.Timeout = 5 * time.Second
+	}
+	if opts.MaxBackoff == 0 {
+		opts.MaxBackoff = 100 * time.Millisecond // quick recoveries
 	}
 	opts.Logger = h.logs.logger()
 	opts.Registerer = h.reg
@@ -523,6 +528,7 @@ func TestNewScraperErrors(t *testing.T) {
 		{"timeout", store, cfg, Options{Timeout: -1}, "timeout must be positive"},
 		{"body", store, cfg, Options{MaxBodyBytes: -1}, "max body bytes"},
 		{"concurrency", store, cfg, Options{MaxConcurrency: -1}, "max concurrency"},
+		{"backoff", store, cfg, Options{MaxBackoff: -1}, "max backoff must be positive"},
 		{"source", store, Config{Source: metricssource.Params{Scheme: "http", Path: "nope"}}, Options{}, `path: must start with "/"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -537,6 +543,10 @@ func TestNewScraperErrors(t *testing.T) {
 	assert.Equal(t, DefaultTimeout, sc.opts.Timeout)
 	assert.Equal(t, int64(DefaultMaxBodyBytes), sc.opts.MaxBodyBytes)
 	assert.Equal(t, DefaultMaxConcurrency, sc.opts.MaxConcurrency)
+	assert.Equal(t, DefaultMaxBackoff, sc.opts.MaxBackoff)
+	sc2, err := NewScraper(datastore.New(datastore.Options{}), Config{Extractor: cfg.Extractor}, Options{Interval: time.Second, MaxBackoff: time.Millisecond})
+	require.NoError(t, err)
+	assert.Equal(t, time.Second, sc2.opts.MaxBackoff, "at least one interval")
 	assert.Equal(t, 10*time.Millisecond, sc.publishGap())
 	require.NoError(t, store.Replace([]datastore.EndpointSpec{{Name: "a", Address: "127.0.0.1", Port: 1}}))
 	assert.True(t, store.Snapshot().FailOpen(), "freshness tracked, nothing scraped yet")
@@ -571,7 +581,21 @@ func TestMetricsLint(t *testing.T) {
 	for _, f := range families {
 		names = append(names, f.GetName())
 	}
-	assert.ElementsMatch(t, []string{"switchyard_scrape_errors_total", "switchyard_scrape_duration_seconds", "switchyard_endpoints_stale", "switchyard_scrape_targets"}, names)
+	assert.ElementsMatch(t, []string{
+		"switchyard_scrape_errors_total", "switchyard_scrape_invalid_values_total", "switchyard_scrape_duration_seconds",
+		"switchyard_endpoints_stale", "switchyard_endpoints_load_unknown", "switchyard_scrape_targets",
+	}, names)
+	for _, f := range families {
+		if f.GetName() == "switchyard_scrape_invalid_values_total" {
+			var labels []string
+			for _, m := range f.GetMetric() {
+				require.Len(t, m.GetLabel(), 1)
+				assert.Equal(t, "metric", m.GetLabel()[0].GetName())
+				labels = append(labels, m.GetLabel()[0].GetValue())
+			}
+			assert.ElementsMatch(t, []string{"queue", "running", "kv_cache"}, labels, "a closed set, every value present from the start")
+		}
+	}
 	problems, err := promlint.NewWithMetricFamilies(families).Lint()
 	require.NoError(t, err)
 	assert.Empty(t, problems)
@@ -592,4 +616,275 @@ func TestClassify(t *testing.T) {
 		assert.Equal(t, tt.want, classify(tt.err), "%v", tt.err)
 	}
 	assert.Equal(t, "unexpected HTTP status 503 Service Unavailable", (&statusError{code: 503}).Error())
+}
+
+// vllmLoad is a vLLM /metrics body with these load values (as written in
+// the text format); an empty value leaves the family out.
+func vllmLoad(queue, running, kv string) string {
+	var b strings.Builder
+	for _, l := range []struct{ name, v string }{
+		{"vllm:num_requests_waiting", queue}, {"vllm:num_requests_running", running}, {"vllm:kv_cache_usage_perc", kv},
+	} {
+		if l.v != "" {
+			fmt.Fprintf(&b, "# TYPE %s gauge\n%s{model_name=\"m\"} %s\n", l.name, l.name, l.v)
+		}
+	}
+	b.WriteString("# TYPE vllm:cache_config_info gauge\nvllm:cache_config_info{block_size=\"16\",num_gpu_blocks=\"100\"} 1\n")
+	return b.String()
+}
+
+// brokenEndpoints are model servers whose load metrics cannot be read,
+// with the reason the scraper must report.
+var brokenEndpoints = []struct {
+	name, body, reason, metric string
+}{
+	{"nan-queue", vllmLoad("NaN", "1", "0.5"), "vllm:num_requests_waiting is NaN", LoadQueue},
+	{"inf-running", vllmLoad("0", "+Inf", "0.5"), "vllm:num_requests_running is +Inf", LoadRunning},
+	{"neginf-kv", vllmLoad("0", "1", "-Inf"), "vllm:kv_cache_usage_perc is -Inf", LoadKVCache},
+	{"negative-queue", vllmLoad("-5", "1", "0.5"), "vllm:num_requests_waiting is negative (-5)", LoadQueue},
+	{"negative-running", vllmLoad("0", "-1", "0.5"), "vllm:num_requests_running is negative (-1)", LoadRunning},
+	{"negative-kv", vllmLoad("0", "1", "-0.25"), "vllm:kv_cache_usage_perc is negative (-0.25)", LoadKVCache},
+	{"absent-queue", vllmLoad("", "0", "0"), "vllm:num_requests_waiting is absent", LoadQueue},
+}
+
+// TestLoadUnknownLeavesReady: model servers whose metrics answer but whose
+// load cannot be read (NaN, ±Inf, negative, absent) are not in Ready while
+// a healthy one is, their status says why, the invalid values are counted
+// and each transition is logged once.
+func TestLoadUnknownLeavesReady(t *testing.T) {
+	healthy := newMetricsServer(t, vllmLoad("3", "2", "0.5"))
+	specs := []datastore.EndpointSpec{healthy.spec(t, "healthy")}
+	servers := map[string]*metricsServer{}
+	for _, b := range brokenEndpoints {
+		srv := newMetricsServer(t, b.body)
+		servers[b.name] = srv
+		specs = append(specs, srv.spec(t, b.name))
+	}
+	h := start(t, 0, defaultConfig(t), Options{}, specs...)
+	require.Eventually(t, func() bool {
+		for _, b := range brokenEndpoints {
+			if st, _ := h.store.ScrapeStatus(b.name); st.LoadUnknown == "" {
+				return false
+			}
+		}
+		return len(h.ready()) == 1
+	}, wait, time.Millisecond)
+	assert.Equal(t, []string{"healthy"}, h.ready())
+	time.Sleep(100 * time.Millisecond) // more scrapes, more publishes
+	sn := h.store.Snapshot()
+	assert.Equal(t, []string{"healthy"}, h.ready(), "still only the healthy endpoint")
+	assert.Equal(t, len(brokenEndpoints), sn.LoadUnknownCount())
+	perMetric := map[string]int{}
+	for _, b := range brokenEndpoints {
+		perMetric[b.metric]++
+		st, ok := h.store.ScrapeStatus(b.name)
+		require.True(t, ok)
+		assert.Equal(t, b.reason, st.LoadUnknown, b.name)
+		assert.Empty(t, st.LastError, b.name)
+		assert.False(t, st.Fresh, b.name)
+		assert.Positive(t, st.ConsecutiveFailures, b.name)
+		ep, _ := sn.Lookup(b.name)
+		assert.True(t, sn.Stale(ep), b.name)
+		assert.True(t, ep.Metrics().UpdateTime.IsZero(), "%s: no metrics of a bad scrape are published", b.name)
+		assert.Equal(t, 1, h.logs.count("load cannot be read", `"endpoint"="`+b.name+`"`), b.name)
+	}
+	for metric, n := range perMetric {
+		assert.GreaterOrEqual(t, metricValue(h.sc.metrics.invalid.WithLabelValues(metric)), float64(n), metric)
+	}
+	for _, r := range reasons {
+		if r != ReasonTimeout {
+			assert.Zero(t, h.errorsFor(r), "a load-unknown scrape is not a scrape error: %s", r)
+		}
+	}
+	require.Eventually(t, func() bool { return metricValue(h.sc.metrics.loadUnknown) == float64(len(brokenEndpoints)) }, wait, 10*time.Millisecond)
+	st, _ := h.store.ScrapeStatus("healthy")
+	assert.True(t, st.Fresh)
+	assert.Empty(t, st.LoadUnknown)
+
+	// Every endpoint unknown: the pool fails open, as when every scrape fails.
+	healthy.setBody(vllmLoad("NaN", "2", "0.5"))
+	require.Eventually(t, func() bool { return h.store.Snapshot().FailOpen() }, wait, time.Millisecond)
+	assert.Len(t, h.store.Snapshot().Ready(), len(specs))
+	ep, _ := h.store.Snapshot().Lookup("healthy")
+	assert.Equal(t, 3, ep.Metrics().WaitingQueueSize, "the last good metrics stay; the bad scrape's zeros are not published")
+
+	// Recovery, logged once.
+	healthy.setBody(vllmLoad("3", "2", "0.5"))
+	servers["nan-queue"].setBody(vllmLoad("1", "1", "0.5"))
+	require.Eventually(t, func() bool {
+		r := h.ready()
+		return len(r) == 2 && r[0] == "healthy" && r[1] == "nan-queue"
+	}, wait, time.Millisecond)
+	require.Eventually(t, func() bool {
+		return h.logs.count("load can be read again", `"endpoint"="nan-queue"`) == 1 &&
+			h.logs.count("load can be read again", `"endpoint"="healthy"`) == 1
+	}, wait, time.Millisecond)
+	time.Sleep(50 * time.Millisecond)
+	assert.Equal(t, 1, h.logs.count("load can be read again", `"endpoint"="nan-queue"`))
+	assert.Equal(t, 1, h.logs.count("load cannot be read", `"endpoint"="healthy"`))
+	st, _ = h.store.ScrapeStatus("nan-queue")
+	assert.Empty(t, st.LoadUnknown)
+	require.Eventually(t, func() bool { return metricValue(h.sc.metrics.loadUnknown) == float64(len(brokenEndpoints)-1) }, wait, 10*time.Millisecond)
+}
+
+// TestLoadUnknownReasonChange: a new kind of problem is logged at V(1); the
+// same problem with another value is not logged again.
+func TestLoadUnknownReasonChange(t *testing.T) {
+	srv := newMetricsServer(t, vllmLoad("-1", "1", "0.5"))
+	h := start(t, 0, defaultConfig(t), Options{MaxBackoff: 10 * time.Millisecond}, srv.spec(t, "a"))
+	hits := func(n int64) func() bool {
+		start := srv.hits.Load()
+		return func() bool { return srv.hits.Load() >= start+n }
+	}
+	require.Eventually(t, hits(2), wait, time.Millisecond)
+	srv.setBody(vllmLoad("-2", "1", "0.5"))
+	require.Eventually(t, hits(3), wait, time.Millisecond)
+	assert.Zero(t, h.logs.count("still cannot be read"))
+	srv.setBody(vllmLoad("NaN", "1", "0.5"))
+	require.Eventually(t, func() bool { return h.logs.count("still cannot be read", "is NaN") == 1 }, wait, time.Millisecond)
+	assert.Equal(t, 1, h.logs.count("load cannot be read"))
+	// From unknown to failing and back: each transition is logged.
+	srv.status.Store(http.StatusInternalServerError)
+	require.Eventually(t, func() bool { return h.logs.count("Scraping metrics failed") == 1 }, wait, time.Millisecond)
+	srv.status.Store(http.StatusOK)
+	require.Eventually(t, func() bool { return h.logs.count("load cannot be read") == 2 }, wait, time.Millisecond)
+}
+
+func TestBackoffDelay(t *testing.T) {
+	const iv, maxB = 50 * time.Millisecond, 5 * time.Second
+	none := func(time.Duration) time.Duration { return 0 }
+	most := func(n time.Duration) time.Duration { return n - 1 }
+	for _, tt := range []struct {
+		failures int
+		want     time.Duration
+	}{
+		{0, iv}, {1, iv}, {2, 2 * iv}, {3, 4 * iv}, {7, 64 * iv}, {8, maxB}, {1000, maxB},
+	} {
+		assert.Equal(t, tt.want, backoffDelay(iv, maxB, tt.failures, none), "failures=%d", tt.failures)
+		got := backoffDelay(iv, maxB, tt.failures, most)
+		assert.True(t, got > tt.want*3/4-time.Nanosecond && got <= tt.want, "failures=%d: jitter of at most a quarter, got %v", tt.failures, got)
+	}
+	assert.Equal(t, iv, backoffDelay(iv, iv, 10, none), "MaxBackoff = Interval: no back-off")
+	assert.Equal(t, time.Duration(math.MaxInt64), backoffDelay(time.Second, math.MaxInt64, 100, none), "no overflow")
+	for range 1000 {
+		d := backoffDelay(iv, maxB, 30, rand.N[time.Duration])
+		require.True(t, d > maxB*3/4 && d <= maxB, "%v", d)
+	}
+}
+
+// hitLog records when a metrics server was hit.
+type hitLog struct {
+	mu    sync.Mutex
+	times []time.Time
+}
+
+func (l *hitLog) add() {
+	l.mu.Lock()
+	l.times = append(l.times, time.Now())
+	l.mu.Unlock()
+}
+
+func (l *hitLog) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.times)
+}
+
+// firstAfter returns the first hit after t (zero if none).
+func (l *hitLog) firstAfter(t time.Time) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, h := range l.times {
+		if h.After(t) {
+			return h
+		}
+	}
+	return time.Time{}
+}
+
+// countingServer is a model server on 127.0.0.1 that counts and times its
+// hits and answers with a 500 or with good metrics.
+func countingServer(t *testing.T) (*httptest.Server, *hitLog, *atomic.Bool) {
+	t.Helper()
+	hits := &hitLog{}
+	good := &atomic.Bool{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		hits.add()
+		if !good.Load() {
+			http.Error(w, "broken", http.StatusInternalServerError)
+			return
+		}
+		_, _ = io.WriteString(w, vllmLoad("1", "1", "0.5"))
+	}))
+	t.Cleanup(srv.Close)
+	return srv, hits, good
+}
+
+func specOf(t *testing.T, srv *httptest.Server, name string) datastore.EndpointSpec {
+	t.Helper()
+	u, err := url.Parse(srv.URL)
+	require.NoError(t, err)
+	host, port, err := net.SplitHostPort(u.Host)
+	require.NoError(t, err)
+	p, err := strconv.Atoi(port)
+	require.NoError(t, err)
+	return datastore.EndpointSpec{Name: name, Address: host, Port: p}
+}
+
+// TestBackoff: a failing endpoint is scraped far less often than once per
+// interval, and is routed to again within MaxBackoff + Interval after it
+// answers well; then it is scraped every interval again.
+func TestBackoff(t *testing.T) {
+	const interval, maxBackoff = 10 * time.Millisecond, 200 * time.Millisecond
+	failing, hits, good := countingServer(t)
+	healthy, healthyHits, healthyGood := countingServer(t)
+	healthyGood.Store(true)
+	h := start(t, 0, defaultConfig(t), Options{Interval: interval, MaxBackoff: maxBackoff},
+		specOf(t, failing, "failing"), specOf(t, healthy, "healthy"))
+
+	const window = 1500 * time.Millisecond
+	time.Sleep(window)
+	n := hits.count()
+	hn := healthyHits.count()
+	t.Logf("in %v: failing endpoint hit %d times, healthy one %d times (one per interval: %d)", window, n, hn, window/interval)
+	// 10, 20, 40, 80, 160 ms, then 200 ms (less jitter): about 12 hits.
+	assert.LessOrEqual(t, n, 20, "backs off")
+	assert.GreaterOrEqual(t, n, 6, "keeps trying")
+	assert.Greater(t, hn, 3*n, "the healthy endpoint is scraped every interval")
+	st, _ := h.store.ScrapeStatus("failing")
+	assert.GreaterOrEqual(t, st.ConsecutiveFailures, 6)
+
+	fixed := time.Now()
+	good.Store(true)
+	require.Eventually(t, func() bool { return len(h.ready()) == 2 }, wait, time.Millisecond)
+	recovered := time.Since(fixed)
+	first := hits.firstAfter(fixed).Sub(fixed)
+	t.Logf("first scrape %v after the fix, ready after %v (MaxBackoff %v + Interval %v)", first, recovered, maxBackoff, interval)
+	// The margin covers scheduling on a loaded machine.
+	const margin = 150 * time.Millisecond
+	assert.LessOrEqual(t, first, maxBackoff+margin)
+	assert.LessOrEqual(t, recovered, maxBackoff+interval+margin)
+
+	// Back to one scrape per interval.
+	before := hits.count()
+	time.Sleep(300 * time.Millisecond)
+	assert.Greater(t, hits.count()-before, 10, "scraped every interval again")
+}
+
+// TestBackoffEndsOnConfigChange: a configuration change (SetConfig) ends
+// the back-off, so that a fix by configuration takes effect within an
+// interval rather than after the back-off.
+func TestBackoffEndsOnConfigChange(t *testing.T) {
+	const interval, maxBackoff = 10 * time.Millisecond, 10 * time.Second
+	srv, hits, good := countingServer(t)
+	cfg := defaultConfig(t)
+	h := start(t, 0, cfg, Options{Interval: interval, MaxBackoff: maxBackoff}, specOf(t, srv, "a"))
+	// 9 failures: the next wait is at least 10 ms × 2^8 × 3/4 ≈ 1.9 s.
+	require.Eventually(t, func() bool { st, _ := h.store.ScrapeStatus("a"); return st.ConsecutiveFailures >= 9 }, wait, time.Millisecond)
+	good.Store(true)
+	changed := time.Now()
+	require.NoError(t, h.sc.SetConfig(cfg))
+	require.Eventually(t, func() bool { return len(h.ready()) == 1 }, wait, time.Millisecond)
+	t.Logf("ready %v after the configuration change, first scrape after %v", time.Since(changed), hits.firstAfter(changed).Sub(changed))
+	assert.Less(t, time.Since(changed), time.Second, "not after the back-off")
 }
