@@ -21,6 +21,10 @@ filled in: YAML documents separated by ---, or JSON (the configuration for
 one file; an object keyed by file name for several). Errors then go to
 stderr.
 
+Files are held to the bounds the server applies: at most 1 MiB (also once
+YAML aliases are expanded), 512 plugins, 64 scheduling profiles and 128
+plugin references per profile.
+
 Exit code: 0 when every file is valid, 1 otherwise, 2 on usage errors.
 
 Flags:
@@ -85,6 +89,7 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 			}
 			continue
 		}
+		loaded.Close() // only its effective configuration is used
 		for _, w := range loaded.Warnings {
 			fmt.Fprintf(stderr, "%s: warning: %s\n", file, w)
 		}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -117,4 +118,30 @@ func TestValidateEffectiveConfigRoundTrips(t *testing.T) {
 	require.NoError(t, json.Unmarshal([]byte(js), &several))
 	require.Len(t, several, 2)
 	require.Contains(t, several, path)
+}
+
+// `epp validate` applies the loader's bounds, with the same messages as
+// start-up and reload.
+func TestValidateRefusesOversizedConfigs(t *testing.T) {
+	dir := t.TempDir()
+	const header = "apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: EndpointPickerConfig\n"
+	big := header + "# " + strings.Repeat("x", config.DefaultMaxConfigBytes) + "\n"
+	bigFile := filepath.Join(dir, "big.yaml")
+	require.NoError(t, os.WriteFile(bigFile, []byte(big), 0o600))
+	var many strings.Builder
+	many.WriteString(header + "plugins:\n")
+	for i := range config.DefaultMaxPlugins + 1 {
+		fmt.Fprintf(&many, "- {type: queue-scorer, name: q%d}\n", i)
+	}
+	manyFile := filepath.Join(dir, "many.yaml")
+	require.NoError(t, os.WriteFile(manyFile, []byte(many.String()), 0o600))
+
+	code, stdout, _ := runEPP("validate", bigFile, manyFile, defaultConfig)
+	require.Equal(t, 1, code)
+	want := fmt.Sprintf("%s: 1 error(s):\n  the document is %d bytes, more than the limit of 1048576 bytes\n", bigFile, len(big)) +
+		manyFile + ": 1 error(s):\n  plugins: 513 instances exceed the limit of 512\n" +
+		defaultConfig + ": OK\n"
+	if diff := cmp.Diff(want, stdout); diff != "" {
+		t.Errorf("stdout (-want +got):\n%s", diff)
+	}
 }

@@ -17,11 +17,14 @@ import (
 // decode parses a YAML or JSON document into an EndpointPickerConfig. It
 // checks every key against the schema and every value against its type,
 // and records each problem with its path instead of stopping at the first.
-func decode(data []byte, errs *errorList) *EndpointPickerConfig {
+// maxBytes bounds the document once its YAML aliases are expanded, as
+// Load bounds it before.
+func decode(data []byte, maxBytes int, errs *errorList) *EndpointPickerConfig {
 	root, problem := yamldoc.Decode(data, yamldoc.Rules{
-		Empty:      "the configuration is empty",
-		Check:      checkDocuments,
-		NotDecoded: "not valid JSON",
+		Empty:            "the configuration is empty",
+		Check:            checkDocuments,
+		NotDecoded:       "not valid JSON",
+		MaxExpandedBytes: int64(maxBytes),
 	})
 	if problem != "" {
 		errs.Add("", "%s", problem)

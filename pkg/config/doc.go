@@ -13,6 +13,32 @@
 // scheduler. It reports every problem at once, each with its field path, as
 // a *ValidationError.
 //
+// # Bounds
+//
+// Start-up, hot reload and `epp validate` all go through Load, which
+// refuses, before building anything: a document over Options.MaxConfigBytes
+// (DefaultMaxConfigBytes, 1 MiB: what a ConfigMap holds), checked before
+// decoding and again for its size once YAML aliases are expanded, so that a
+// small document cannot expand into a huge one; more plugin instances than
+// MaxPlugins (512), more profiles than MaxProfiles (64), and more plugin
+// references in one profile than MaxProfilePlugins (128). The errors name
+// the field and the limit (`plugins: 1300 instances exceed the limit of
+// 512`). ReadFile reads a file up to the limit and no further.
+//
+// # Reloads and plugin lifecycle
+//
+// With Options.Previous, Load keeps the previous configuration's instances
+// whose name, type and effective parameters did not change, and closes the
+// duplicates it built to find out. Each instance has its own context, a
+// child of Options.Context. After the host swapped configurations it calls
+// Release on the old one with the new one: every instance the new one did
+// not keep has its context cancelled and its Close called (see Lifecycle in
+// pkg/scheduling), and the plugin_duration_seconds series no configuration
+// uses any more are deleted; the series of a name rebuilt under the same
+// type stay live. A failed Load releases what it built against Previous
+// itself; a configuration the host refuses after loading it is released
+// against the one that keeps serving; Close releases all at shutdown.
+//
 // # Who imports it
 //
 // cmd/epp and the server. It imports pkg/scheduling and takes the plugin

@@ -49,5 +49,6 @@ func FuzzLoad(f *testing.F) {
 		if loaded.Scheduler == nil || loaded.Parser == nil || loaded.SaturationDetector == nil {
 			t.Fatalf("loaded configuration is incomplete: %+v", loaded)
 		}
+		loaded.Close()
 	})
 }

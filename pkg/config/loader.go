@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"reflect"
 	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -45,10 +47,52 @@ type Options struct {
 	Seed uint64
 	// Previous is the configuration a reload replaces. An instance of it
 	// with the same name, type and effective parameters is kept, with its
-	// state (prefix index, in-flight counts, counters), instead of a newly
-	// built one. Plugins share nothing but per-request state, so kept and
-	// new instances mix safely.
+	// state (prefix index, in-flight counts, counters) and its context,
+	// instead of a newly built one, which is closed at once. Plugins share
+	// nothing but per-request state, so kept and new instances mix safely.
+	// Once the new configuration serves, release Previous against it
+	// (Previous.Release(next)). A released Previous keeps nothing.
 	Previous *Loaded
+
+	// MaxConfigBytes bounds the document, as read and once its YAML
+	// aliases are expanded; 0 means DefaultMaxConfigBytes.
+	MaxConfigBytes int
+	// MaxPlugins bounds the instances declared under plugins; 0 means
+	// DefaultMaxPlugins.
+	MaxPlugins int
+	// MaxProfiles bounds schedulingProfiles; 0 means DefaultMaxProfiles.
+	MaxProfiles int
+	// MaxProfilePlugins bounds the plugin references of one scheduling
+	// profile; 0 means DefaultMaxProfilePlugins.
+	MaxProfilePlugins int
+}
+
+// Default bounds of a configuration. Every instance costs memory, metric
+// series and, in a profile, time on every request, so a configuration an
+// outsider (or a mistake) can hand to a hot reload must not be unbounded.
+// The largest GIE and llm-d sample configurations declare fewer than 20
+// plugins in at most a handful of profiles; the defaults leave an order of
+// magnitude of room above that.
+const (
+	// DefaultMaxConfigBytes is 1 MiB, the most a Kubernetes ConfigMap
+	// holds, where the file usually comes from.
+	DefaultMaxConfigBytes = 1 << 20
+	// DefaultMaxPlugins bounds plugin instances.
+	DefaultMaxPlugins = 512
+	// DefaultMaxProfiles bounds scheduling profiles. A profile handler
+	// runs at most every profile per request.
+	DefaultMaxProfiles = 64
+	// DefaultMaxProfilePlugins bounds the filters, scorers and picker one
+	// profile runs on every request.
+	DefaultMaxProfilePlugins = 128
+)
+
+// limitOr returns v, or def when v is not positive.
+func limitOr(v, def int) int {
+	if v > 0 {
+		return v
+	}
+	return def
 }
 
 // DataSourceBinding is a data source with its extractors.
@@ -79,16 +123,128 @@ type Loaded struct {
 	// Kept names the instances taken over from Options.Previous.
 	Kept []string
 
-	handle *scheduling.BasicHandle
+	handle   *scheduling.BasicHandle
+	owned    map[string]*instance // every instance, kept ones included
+	order    []string             // names of owned, in configuration order
+	metrics  *scheduling.FrameworkMetrics
+	logger   logr.Logger
+	mu       sync.Mutex
+	released bool
+}
+
+// instance is one plugin instance with what ends its life. A kept instance
+// is the same *instance in both configurations.
+type instance struct {
+	plugin scheduling.Plugin
+	typ    string
+	cancel context.CancelFunc
+	once   sync.Once
+}
+
+// close cancels the instance's context and closes it, once. A panic in a
+// plugin's Close is logged, not spread: the configuration that replaced
+// the instance is serving by then.
+func (in *instance) close(logger logr.Logger, info scheduling.CloseInfo) {
+	in.once.Do(func() {
+		in.cancel()
+		c, ok := in.plugin.(scheduling.Closer)
+		if !ok {
+			return
+		}
+		defer func() {
+			if r := recover(); r != nil {
+				logger.Error(fmt.Errorf("panic: %v", r), "Plugin panicked in Close", "plugin", in.plugin.TypedName().String())
+			}
+		}()
+		c.Close(info)
+	})
+}
+
+// Release ends l's service: next is the configuration serving instead (a
+// reload's new one, or, for a configuration the host refused after
+// loading it, the Previous it was loaded against), or nil at shutdown.
+// Every instance of l that next did not keep has its context cancelled
+// and is closed (scheduling.Closer), with Successor true when next has an
+// instance of the same name and type; the framework's
+// plugin_duration_seconds series l used and no other configuration on the
+// registerer (next, in particular) uses are deleted.
+// Call it after next took over: requests already running on l finish on
+// it, and its closed instances stay safe for them. Release is idempotent
+// and not safe to call concurrently with a Load that uses l as Previous.
+func (l *Loaded) Release(next *Loaded) {
+	if l == nil || l == next {
+		return
+	}
+	l.mu.Lock()
+	done := l.released
+	l.released = true
+	l.mu.Unlock()
+	if done {
+		return
+	}
+	for _, name := range l.order {
+		in := l.owned[name]
+		succ := false
+		if next != nil {
+			if n := next.owned[name]; n != nil {
+				if n == in {
+					continue // kept by next
+				}
+				succ = n.typ == in.typ
+			}
+		}
+		in.close(l.logger, scheduling.CloseInfo{Successor: succ})
+	}
+	l.metrics.Release()
+}
+
+// Close releases every instance of l, as at shutdown: Release(nil).
+func (l *Loaded) Close() { l.Release(nil) }
+
+func (l *Loaded) isReleased() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.released
 }
 
 // LoadFile reads and loads a configuration file.
 func LoadFile(path string, opts Options) (*Loaded, error) {
-	data, err := os.ReadFile(path)
+	data, err := ReadFile(path, opts.MaxConfigBytes)
+	if err != nil {
+		return nil, err
+	}
+	return Load(data, opts)
+}
+
+// ReadFile reads a configuration file of at most maxBytes (0:
+// DefaultMaxConfigBytes) without reading more: a larger file is refused
+// with the *ValidationError Load gives for a document that large. Other
+// errors are read errors.
+func ReadFile(path string, maxBytes int) ([]byte, error) {
+	maxBytes = limitOr(maxBytes, DefaultMaxConfigBytes)
+	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("read configuration: %w", err)
 	}
-	return Load(data, opts)
+	defer func() { _ = f.Close() }()
+	if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() && fi.Size() > int64(maxBytes) {
+		return nil, tooLarge(fi.Size(), maxBytes)
+	}
+	data, err := io.ReadAll(io.LimitReader(f, int64(maxBytes)+1))
+	if err != nil {
+		return nil, fmt.Errorf("read configuration: %w", err)
+	}
+	if len(data) > maxBytes {
+		return nil, tooLarge(int64(len(data)), maxBytes)
+	}
+	return data, nil
+}
+
+// tooLarge is the error of a document over the size limit.
+func tooLarge(size int64, maxBytes int) error {
+	errs := &errorList{}
+	errs.Add("", "the document is %d bytes, more than the limit of %d bytes", size, maxBytes)
+	return errs.Err()
 }
 
 var knownGates = []string{GateDataLayer, GateEnableLegacyMetrics, GateFlowControl, GatePrepareDataPlugins}
@@ -99,9 +255,16 @@ func Load(data []byte, opts Options) (*Loaded, error) {
 	if opts.Registry == nil {
 		return nil, fmt.Errorf("load configuration: no plugin registry")
 	}
+	maxBytes := limitOr(opts.MaxConfigBytes, DefaultMaxConfigBytes)
+	if len(data) > maxBytes {
+		return nil, tooLarge(int64(len(data)), maxBytes)
+	}
 	errs := &errorList{}
-	cfg := decode(data, errs)
+	cfg := decode(data, maxBytes, errs)
 	if cfg == nil {
+		return nil, errs.Err()
+	}
+	if !checkLimits(cfg, opts, errs) {
 		return nil, errs.Err()
 	}
 	l := &loader{
@@ -109,11 +272,15 @@ func Load(data []byte, opts Options) (*Loaded, error) {
 		cfg:       cfg,
 		errs:      errs,
 		instances: map[string]scheduling.Plugin{},
+		owned:     map[string]*instance{},
 		failed:    map[string]bool{},
 		specIndex: map[string]int{},
-		out:       &Loaded{FeatureGates: map[string]bool{}},
+		out:       &Loaded{FeatureGates: map[string]bool{}, logger: opts.Logger},
 	}
 	l.handle = scheduling.NewHandle(scheduling.HandleOptions{Context: opts.Context, Logger: opts.Logger, Registerer: opts.Registerer, Seed: opts.Seed, APIVersion: cfg.APIVersion})
+	// The instances are found through the configuration from now on.
+	defer l.handle.Seal()
+	l.out.handle, l.out.owned = l.handle, l.owned
 	l.header()
 	l.instantiate()
 	l.addProducers()
@@ -123,15 +290,41 @@ func Load(data []byte, opts Options) (*Loaded, error) {
 	l.dataLayer()
 	l.flowControl()
 	sched := l.build()
+	l.out.order = l.order
 	if err := errs.Err(); err != nil {
+		// Nothing this load built serves: close it, leaving the
+		// instances it kept and the series Previous uses.
+		l.out.Release(opts.Previous)
 		return nil, err
 	}
 	l.fillParams()
 	l.out.Config = cfg
 	l.out.Scheduler = sched
 	l.out.Plugins = l.instances
-	l.out.handle = l.handle
 	return l.out, nil
+}
+
+// checkLimits refuses a configuration with more plugins, profiles or
+// profile references than opts allow, before anything is built. It
+// reports whether the configuration is within bounds.
+func checkLimits(cfg *EndpointPickerConfig, opts Options, errs *errorList) bool {
+	ok := true
+	if n, limit := len(cfg.Plugins), limitOr(opts.MaxPlugins, DefaultMaxPlugins); n > limit {
+		errs.Add("plugins", "%d instances exceed the limit of %d", n, limit)
+		ok = false
+	}
+	if n, limit := len(cfg.SchedulingProfiles), limitOr(opts.MaxProfiles, DefaultMaxProfiles); n > limit {
+		errs.Add("schedulingProfiles", "%d profiles exceed the limit of %d", n, limit)
+		ok = false
+	}
+	limit := limitOr(opts.MaxProfilePlugins, DefaultMaxProfilePlugins)
+	for i, prof := range cfg.SchedulingProfiles {
+		if n := len(prof.Plugins); n > limit {
+			errs.Add(field(index("schedulingProfiles", i), "plugins"), "%d plugin references exceed the limit of %d", n, limit)
+			ok = false
+		}
+	}
+	return ok
 }
 
 type loader struct {
@@ -140,6 +333,7 @@ type loader struct {
 	errs      *errorList
 	handle    *scheduling.BasicHandle
 	instances map[string]scheduling.Plugin
+	owned     map[string]*instance
 	order     []string        // instance names in configuration order
 	failed    map[string]bool // declared, but could not be built
 	specIndex map[string]int  // name -> index in cfg.Plugins
@@ -227,19 +421,26 @@ func (l *loader) construct(name, pluginType string, params json.RawMessage) bool
 	if reg.Deprecated != "" {
 		l.warn("%s: plugin type %q is deprecated: %s", l.label(name), pluginType, reg.Deprecated)
 	}
-	p, err := reg.Factory(name, params, l.handle)
+	h := l.handle.ForInstance()
+	p, err := reg.Factory(name, params, h)
 	if err != nil {
+		h.Cancel()
 		l.failed[name] = true
 		for _, e := range scheduling.Errors(err) {
 			l.errs.Add(l.label(name), "parameters: %v", e)
 		}
 		return false
 	}
+	in := &instance{plugin: p, typ: p.TypedName().Type, cancel: h.Cancel}
 	if old, ok := l.previous(name, pluginType); ok {
-		p = old
+		// The duplicate was built to compare parameters; the kept
+		// instance owns the name's series.
+		in.close(l.opts.Logger, scheduling.CloseInfo{Successor: true})
+		in, p = old, old.plugin
 		l.out.Kept = append(l.out.Kept, name)
 	}
 	l.handle.AddPlugin(name, p)
+	l.owned[name] = in
 	l.instances[name] = p
 	l.order = append(l.order, name)
 	return true
@@ -247,13 +448,13 @@ func (l *loader) construct(name, pluginType string, params json.RawMessage) bool
 
 // previous returns the instance of the replaced configuration to keep in
 // place of a new one: same name, same type, equal effective parameters.
-func (l *loader) previous(name, pluginType string) (scheduling.Plugin, bool) {
+func (l *loader) previous(name, pluginType string) (*instance, bool) {
 	prev := l.opts.Previous
-	if prev == nil || prev.handle == nil {
+	if prev == nil || prev.handle == nil || prev.isReleased() {
 		return nil, false
 	}
-	old, ok := prev.Plugins[name]
-	if !ok || old.TypedName().Type != pluginType {
+	old, ok := prev.owned[name]
+	if !ok || old.plugin.TypedName().Type != pluginType {
 		return nil, false
 	}
 	oldParams, ok1 := prev.handle.Params(name)
@@ -659,6 +860,7 @@ func (l *loader) build() *scheduling.Scheduler {
 		l.errs.Add("", "register framework metrics: %v", err)
 		return nil
 	}
+	l.out.metrics = metrics
 	var profiles []*scheduling.Profile
 	seen := map[string]int{}
 	for i, prof := range l.cfg.SchedulingProfiles {

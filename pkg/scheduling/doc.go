@@ -35,6 +35,41 @@
 // defaults, decodes parameters strictly (an unknown key is an error), runs
 // Validate and then the constructor.
 //
+// # Lifecycle
+//
+// The configuration loader builds every instance with a Handle of its own
+// whose Context is a child of the loader's context. A reload builds the
+// new configuration beside the serving one and keeps each instance whose
+// name, type and effective parameters did not change (with its state and
+// its Context); the duplicate it built to compare parameters is discarded.
+// Each dropped instance has its Context cancelled and, if it implements
+// Closer, Close called exactly once:
+//
+//   - when the configuration that replaced it is serving (after the
+//     server swapped configurations), for every instance the new
+//     configuration did not keep;
+//   - at once, for a duplicate discarded in favour of a kept instance;
+//   - when a load fails (or the host refuses a loaded configuration), for
+//     every instance that load built;
+//   - at shutdown, for every instance of the serving configuration.
+//
+// CloseInfo.Successor says whether an instance of the same name and type
+// serves instead (a rebuilt instance, the kept original of a discarded
+// duplicate, the serving instance beside a failed load): series labelled
+// with the name then stay, since the successor resolved the same
+// children; otherwise the plugin deletes them.
+//
+// Requests that started on the old configuration finish on it, so they
+// may call an instance during and after Close: it must stay safe (no
+// panic, no blocking, no leak) and should stop growing state and updating
+// series. Close must release what the garbage collector cannot, or
+// should not wait for while such requests hold the old configuration:
+// goroutines (stop them through the Context or in Close), metric series
+// labelled with the instance (unless Successor), and large caches or
+// indexes. The framework's own plugin_duration_seconds series are
+// reference-counted by FrameworkMetrics and deleted when no serving
+// configuration uses their labels any more.
+//
 // # Concurrency
 //
 // Plugins are called concurrently for different requests. Endpoint and the

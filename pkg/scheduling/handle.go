@@ -12,8 +12,10 @@ import (
 
 // Handle gives plugin factories what they need from their host.
 type Handle interface {
-	// Context lives as long as the plugin instance; background work a
-	// plugin starts must stop when it is done.
+	// Context lives as long as the plugin instance: the configuration
+	// loader cancels it when the instance is dropped (see Lifecycle in the
+	// package documentation). Background work a plugin starts must stop
+	// when it is done.
 	Context() context.Context
 	// Logger is the plugin's logger.
 	Logger() logr.Logger
@@ -23,7 +25,9 @@ type Handle interface {
 	// concurrent use, deterministic when the host was given a seed.
 	Rand(pluginName string) *rand.Rand
 	// Plugin returns an instance constructed earlier from the same
-	// configuration, by name.
+	// configuration, by name. It is meant for factories: once the
+	// configuration is built, the loader seals its handle and Plugin finds
+	// nothing.
 	Plugin(name string) (Plugin, bool)
 }
 
@@ -105,10 +109,13 @@ func (h *BasicHandle) Plugin(name string) (Plugin, bool) {
 	return p, ok
 }
 
-// AddPlugin records a constructed instance so later factories can find it.
+// AddPlugin records a constructed instance so later factories can find
+// it. It does nothing once the handle is sealed.
 func (h *BasicHandle) AddPlugin(name string, p Plugin) {
 	h.mu.Lock()
-	h.plugins[name] = p
+	if h.plugins != nil {
+		h.plugins[name] = p
+	}
 	h.mu.Unlock()
 }
 

@@ -223,3 +223,79 @@ func TestPluginDurationLint(t *testing.T) {
 		t.Errorf("promlint: %s: %s", p.Metric, p.Text)
 	}
 }
+
+// Release deletes the series no other FrameworkMetrics of the registry
+// holds: a configuration that stops serving takes its plugins' series
+// with it, but not those the configuration replacing it resolved under
+// the same labels, which keep counting.
+func TestFrameworkMetricsReleaseCountsReferences(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	profile := func(m *scheduling.FrameworkMetrics, picker string) *scheduling.Profile {
+		p, err := scheduling.NewProfile("default", nil, nil, &schedulingtest.FakePicker{Name: picker}, m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	old, next := newMetrics(t, reg), newMetrics(t, reg)
+	oldShared, oldOnly := profile(old, "shared"), profile(old, "old-only")
+	profile(old, "shared") // resolved twice by one configuration: one reference
+	nextShared := profile(next, "shared")
+	for _, p := range []*scheduling.Profile{oldShared, oldOnly, nextShared} {
+		if _, err := p.Run(t.Context(), &scheduling.Request{}, namedEndpoints("a")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := old.Release(); n != 1 {
+		t.Errorf("Release deleted %d series, want 1 (old-only)", n)
+	}
+	// Requests still running on the old configuration stay safe.
+	if _, err := oldOnly.Run(t.Context(), &scheduling.Request{}, namedEndpoints("a")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nextShared.Run(t.Context(), &scheduling.Request{}, namedEndpoints("a")); err != nil {
+		t.Fatal(err)
+	}
+	want := map[series]uint64{{scheduling.PointPicker, "fake-picker", "shared"}: 3}
+	if got := gatherDurations(t, reg); !reflect.DeepEqual(got, want) {
+		t.Errorf("after releasing the old configuration: %v, want %v", got, want)
+	}
+	if n := old.Release(); n != 0 {
+		t.Errorf("second Release deleted %d series, want 0", n)
+	}
+	if n := next.Release(); n != 1 {
+		t.Errorf("releasing the last holder deleted %d series, want 1", n)
+	}
+	if got := gatherDurations(t, reg); len(got) != 0 {
+		t.Errorf("after releasing both: %v, want none", got)
+	}
+	var nilMetrics *scheduling.FrameworkMetrics
+	if n := nilMetrics.Release(); n != 0 {
+		t.Errorf("nil Release = %d", n)
+	}
+}
+
+// A plugin_duration_seconds vector registered by someone else is used but
+// its series are not deleted.
+func TestFrameworkMetricsForeignCollectorIsNotDeleted(t *testing.T) {
+	t.Parallel()
+	reg := prometheus.NewRegistry()
+	foreign := prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "inference_extension",
+		Name:      "plugin_duration_seconds",
+		Help:      "Time a plugin took at one extension point, in seconds.",
+		Buckets:   []float64{0.000_01, 0.000_025, 0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1},
+	}, []string{"extension_point", "plugin_type", "plugin_name"})
+	reg.MustRegister(foreign)
+	m := newMetrics(t, reg)
+	if _, err := scheduling.NewProfile("default", nil, nil, &schedulingtest.FakePicker{Name: "max"}, m); err != nil {
+		t.Fatal(err)
+	}
+	if n := m.Release(); n != 0 {
+		t.Errorf("Release deleted %d series of a foreign collector", n)
+	}
+	if got := gatherDurations(t, reg); len(got) != 1 {
+		t.Errorf("series = %v, want the picker's", got)
+	}
+}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"os"
 	"path/filepath"
 	"runtime/debug"
 	"slices"
@@ -269,6 +268,12 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.gen.Store(gen)
+	built := false
+	defer func() {
+		if !built { // the configuration will never serve
+			gen.loaded.Close()
+		}
+	}()
 
 	s.store = datastore.New(datastore.Options{StalenessThreshold: cfg.MetricsStalenessThreshold, Logger: s.log.WithName("datastore")})
 	s.store.OnRemoved(s.forget)
@@ -306,6 +311,7 @@ func New(cfg Config) (*Server, error) {
 		s.closeListeners()
 		return nil, err
 	}
+	built = true
 	return s, nil
 }
 
@@ -342,7 +348,7 @@ func (s *Server) load(prev *generation) (*generation, error) {
 		// The watcher compares the file with what was read here, so an
 		// edit made before it starts, or a file caught half-written, is
 		// not missed.
-		if data, err = os.ReadFile(s.cfg.ConfigFile); err == nil {
+		if data, err = config.ReadFile(s.cfg.ConfigFile, 0); err == nil {
 			sum := filewatch.Sum(data)
 			s.cfgRead.Store(&sum)
 			loaded, err = config.Load(data, opts)
@@ -415,7 +421,9 @@ func (s *Server) forget(keys []string) {
 
 // Reload loads the configuration file again. A valid configuration takes
 // over from the next request; an invalid one is refused and the current
-// one stays.
+// one stays. Once the new configuration serves, the plugin instances of
+// the old one it did not keep are closed and their series deleted;
+// streams already running on the old configuration finish on it.
 func (s *Server) Reload() error {
 	s.reloadMu.Lock()
 	defer s.reloadMu.Unlock()
@@ -427,11 +435,13 @@ func (s *Server) Reload() error {
 		return err
 	}
 	if err := s.scraper.SetConfig(gen.scrape); err != nil {
+		gen.loaded.Release(prev.loaded) // prev keeps serving
 		s.metrics.ConfigReload(false)
 		s.log.Error(err, "Configuration reload refused: the scraper cannot use its data layer settings; the last good configuration stays")
 		return err
 	}
 	s.gen.Store(gen)
+	prev.loaded.Release(gen.loaded)
 	s.metrics.ConfigReload(true)
 	s.log.Info("Configuration reloaded", "keptPlugins", gen.loaded.Kept)
 	return nil
@@ -562,7 +572,16 @@ func (s *Server) Run(ctx context.Context) error {
 	s.shutdown()
 	cancel()
 	wg.Wait()
+	s.closeConfig()
 	return runErr
+}
+
+// closeConfig closes the plugin instances of the serving configuration,
+// once nothing serves it any more.
+func (s *Server) closeConfig() {
+	s.reloadMu.Lock()
+	defer s.reloadMu.Unlock()
+	s.gen.Load().loaded.Close()
 }
 
 // shutdown drains open streams, then stops the servers.

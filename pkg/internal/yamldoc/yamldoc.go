@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 
+	yamlv3 "go.yaml.in/yaml/v3"
 	"sigs.k8s.io/yaml"
 )
 
@@ -27,6 +28,11 @@ type Rules struct {
 	// does not decode as JSON, e.g. "not valid JSON"; the decoder's error
 	// follows after ": ".
 	NotDecoded string
+	// MaxExpandedBytes, when > 0, bounds the size of the document once
+	// its YAML aliases are expanded (see ExpandedSize). It is checked
+	// before anything expands them, so a small document cannot make the
+	// decoder build an enormous one ("billion laughs").
+	MaxExpandedBytes int64
 }
 
 // Decode returns the root value of data (numbers as json.Number, objects
@@ -35,6 +41,11 @@ type Rules struct {
 func Decode(data []byte, r Rules) (root any, problem string) {
 	if len(bytes.TrimSpace(data)) == 0 {
 		return nil, r.Empty
+	}
+	if r.MaxExpandedBytes > 0 {
+		if n := ExpandedSize(data, r.MaxExpandedBytes); n > r.MaxExpandedBytes {
+			return nil, fmt.Sprintf("the document is more than %d bytes once its YAML aliases are expanded (the limit is %d bytes)", r.MaxExpandedBytes, r.MaxExpandedBytes)
+		}
 	}
 	if r.Check != nil {
 		if p := r.Check(data); p != "" {
@@ -105,4 +116,83 @@ func UnknownKeys(obj map[string]any, allowed []string) []string {
 	}
 	sort.Strings(unknown)
 	return unknown
+}
+
+// ExpandedSize estimates the size in bytes of data once the YAML aliases
+// of its documents are expanded: len(data) plus, for every alias, the size
+// of what it stands for (its scalars' lengths plus a little per node, as
+// in JSON), following aliases within aliases. Counting stops once the
+// total passes limit, so the result is at most limit+1 for any document
+// larger; the document is parsed once and nothing is expanded. A document
+// without aliases, or one that does not parse (the decoder then reports
+// the syntax error), counts as len(data).
+func ExpandedSize(data []byte, limit int64) int64 {
+	total := int64(len(data))
+	if total > limit {
+		return limit + 1
+	}
+	if !bytes.ContainsRune(data, '*') {
+		return total // no alias
+	}
+	e := expansion{limit: limit, size: map[*yamlv3.Node]int64{}}
+	dec := yamlv3.NewDecoder(bytes.NewReader(data))
+	for total <= limit {
+		var doc yamlv3.Node
+		if err := dec.Decode(&doc); err != nil {
+			break // io.EOF, or a syntax error reported later
+		}
+		total = e.add(total, e.aliased(&doc))
+	}
+	return min(total, limit+1)
+}
+
+// expansion measures alias expansions with a memo per node.
+type expansion struct {
+	limit int64
+	size  map[*yamlv3.Node]int64 // -1 while being measured
+}
+
+// add returns a+b, saturated just above the limit.
+func (e *expansion) add(a, b int64) int64 {
+	if a > e.limit || b > e.limit || a+b > e.limit {
+		return e.limit + 1
+	}
+	return a + b
+}
+
+// aliased returns what the aliases in n add to the document.
+func (e *expansion) aliased(n *yamlv3.Node) int64 {
+	if n.Kind == yamlv3.AliasNode {
+		return e.expanded(n.Alias)
+	}
+	var extra int64
+	for _, c := range n.Content {
+		if extra = e.add(extra, e.aliased(c)); extra > e.limit {
+			break
+		}
+	}
+	return extra
+}
+
+// expanded returns the size of n with its aliases expanded. An alias of
+// a node that contains it (the decoder refuses those) counts as nothing.
+func (e *expansion) expanded(n *yamlv3.Node) int64 {
+	if n == nil {
+		return 0
+	}
+	if n.Kind == yamlv3.AliasNode {
+		return e.expanded(n.Alias)
+	}
+	if s, ok := e.size[n]; ok {
+		return max(s, 0)
+	}
+	e.size[n] = -1
+	s := int64(len(n.Value)) + 2 // quotes, or brackets, and a separator
+	for _, c := range n.Content {
+		if s = e.add(s, e.expanded(c)); s > e.limit {
+			break
+		}
+	}
+	e.size[n] = s
+	return s
 }

@@ -14,6 +14,14 @@ type indexerMetrics struct {
 	size     prometheus.Gauge // this instance's child of the size vector
 	hitRatio prometheus.Histogram
 	hitBytes prometheus.Histogram
+
+	sizeVec    *prometheus.GaugeVec
+	pluginName string
+}
+
+// deleteSeries deletes the instance's size series.
+func (m *indexerMetrics) deleteSeries() {
+	m.sizeVec.DeleteLabelValues(m.pluginName)
 }
 
 // newIndexerMetrics registers the collectors on reg, or reuses those
@@ -46,7 +54,7 @@ func newIndexerMetrics(reg prometheus.Registerer, pluginName string) (*indexerMe
 	if err != nil {
 		return nil, err
 	}
-	return &indexerMetrics{size: sizeVec.WithLabelValues(pluginName), hitRatio: ratio, hitBytes: hitBytes}, nil
+	return &indexerMetrics{size: sizeVec.WithLabelValues(pluginName), hitRatio: ratio, hitBytes: hitBytes, sizeVec: sizeVec, pluginName: pluginName}, nil
 }
 
 // registerOrReuse registers c, or returns the collector already registered

@@ -219,6 +219,7 @@ var ScorerRegistration = scheduling.Registration{
 var (
 	_ scheduling.DataProducer    = (*Producer)(nil)
 	_ scheduling.PreRequest      = (*Producer)(nil)
+	_ scheduling.Closer          = (*Producer)(nil)
 	_ scheduling.Scorer          = (*Scorer)(nil)
 	_ scheduling.DataConsumer    = (*Scorer)(nil)
 	_ scheduling.DefaultProducer = (*Scorer)(nil)

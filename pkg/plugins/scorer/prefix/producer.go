@@ -43,6 +43,7 @@ type Producer struct {
 
 	now        func() time.Time
 	nextSample atomic.Int64 // Unix nanoseconds of the next seen-sample
+	closed     atomic.Bool
 }
 
 // NewProducer builds an approx-prefix-cache-producer.
@@ -127,7 +128,7 @@ func (p *Producer) maybeSweep(candidates []*scheduling.Endpoint) {
 		return
 	}
 	p.idx.markSeen(candidates, now)
-	if n := p.idx.sweep(now - int64(staleAfter)); n > 0 {
+	if n := p.idx.sweep(now - int64(staleAfter)); n > 0 && !p.closed.Load() {
 		p.metrics.size.Set(float64(p.idx.size.Load()))
 		p.logger.V(1).Info("dropped endpoints unseen for a while from the prefix index", "endpoints", n, "after", staleAfter)
 	}
@@ -145,7 +146,7 @@ func (p *Producer) PreRequest(_ context.Context, req *scheduling.Request, result
 	defer hashesPool.Put(rh)
 
 	targets := result.Targets()
-	if len(targets) == 0 {
+	if len(targets) == 0 || p.closed.Load() {
 		return
 	}
 	target := targets[0]
@@ -173,10 +174,23 @@ func (p *Producer) PreRequest(_ context.Context, req *scheduling.Request, result
 // request.
 func (p *Producer) Prune(keep func(key string) bool) int {
 	n := p.idx.prune(keep)
-	if n > 0 {
+	if n > 0 && !p.closed.Load() {
 		p.metrics.size.Set(float64(p.idx.size.Load()))
 	}
 	return n
+}
+
+// Close implements scheduling.Closer: it drops the index and, unless an
+// instance of the same name succeeds this one, deletes the instance's
+// prefix_indexer_size series. Requests of the old configuration still
+// running afterwards find no prefix hits and add nothing to the index or
+// the metrics.
+func (p *Producer) Close(info scheduling.CloseInfo) {
+	p.closed.Store(true)
+	p.idx.prune(func(string) bool { return false })
+	if !info.Successor {
+		p.metrics.deleteSeries()
+	}
 }
 
 // IndexSize returns the number of block hashes in the index over all

@@ -61,6 +61,7 @@ import (
 	"math"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
@@ -440,6 +441,16 @@ func (s *Scorer) ResponseReceived(_ context.Context, req *scheduling.Request, re
 	resp.Headers[s.header] = EncodeEndpoint(ep)
 }
 
+// Close implements scheduling.Closer: it drops the session bindings (up
+// to MaxSessions of them), which the instance replacing this one does not
+// share. Requests of the old configuration still running afterwards find
+// no binding and record none.
+func (s *Scorer) Close(scheduling.CloseInfo) {
+	if s.store != nil {
+		s.store.close()
+	}
+}
+
 // Sessions returns the number of session_id bindings held, expired ones
 // not yet swept included.
 func (s *Scorer) Sessions() int {
@@ -475,6 +486,7 @@ type store struct {
 	sweep    time.Duration
 	perShard int
 	now      func() time.Time
+	closed   atomic.Bool
 }
 
 func newStore(ttl, sweep time.Duration, now func() time.Time) *store {
@@ -506,6 +518,9 @@ func (st *store) get(k sessionKey) (string, bool) {
 }
 
 func (st *store) put(k sessionKey, endpoint string) {
+	if st.closed.Load() {
+		return
+	}
 	now := st.now().UnixNano()
 	var expires int64
 	if st.ttl > 0 {
@@ -532,6 +547,17 @@ func (st *store) put(k sessionKey, endpoint string) {
 		}
 	}
 	sh.m[k] = binding{endpoint: endpoint, expires: expires}
+}
+
+// close drops every binding and refuses new ones.
+func (st *store) close() {
+	st.closed.Store(true)
+	for i := range st.shards {
+		sh := &st.shards[i]
+		sh.mu.Lock()
+		sh.m = map[sessionKey]binding{}
+		sh.mu.Unlock()
+	}
 }
 
 func (sh *shard) dropExpired(now int64) {
@@ -564,4 +590,5 @@ var (
 	_ scheduling.Scorer           = (*Scorer)(nil)
 	_ scheduling.PreRequest       = (*Scorer)(nil)
 	_ scheduling.ResponseReceived = (*Scorer)(nil)
+	_ scheduling.Closer           = (*Scorer)(nil)
 )
