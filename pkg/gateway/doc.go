@@ -82,6 +82,8 @@
 // and an x-switchyard-reason header:
 //
 //	413 request_too_large         body larger than Options.MaxRequestBodyBytes (upstream not called)
+//	408 request_timeout           the body did not arrive within Options.BodyReadTimeout
+//	503 overloaded                Options.MaxConcurrentRequests requests in flight (with Retry-After: 1)
 //	503 epp_unavailable           the ext_proc stream could not be opened or failed (gRPC error,
 //	                              stream ended) before the response headers reached the client
 //	503 epp_timeout               no answer within Options.MessageTimeout
@@ -89,15 +91,50 @@
 //	503 no_route                  the EPP named no valid destination
 //	503 upstream_connect_failure  every endpoint of the list refused or timed out the connection
 //	503 upstream_reset            the upstream failed after the request was sent (never retried)
+//	504 upstream_timeout          no response headers within Options.UpstreamHeaderTimeout, or no
+//	                              body data for Options.UpstreamIdleTimeout before headers reached the client
 //	400 bad_request               the client's body could not be read
 //
 // Envoy answers ext_proc failures with 500 (504 for a message timeout) unless
 // status_on_error is configured; the gateway behaves as if status_on_error were
 // 503, which is what GIE's FailClose documentation describes. The no_route,
 // upstream_* replies are local replies of the router, so (as in Envoy) they
-// still pass through the EPP's response path when the stream is alive. Once
-// response headers were sent to the client, a failure aborts the connection
-// (http.ErrAbortHandler), as Envoy resets the downstream stream.
+// still pass through the EPP's response path when the stream is alive, and so
+// does a 504 for missing response headers. Once response headers were sent to
+// the client, a failure aborts the connection (http.ErrAbortHandler), as Envoy
+// resets the downstream stream. After an upstream failure or timeout the
+// ext_proc stream is half-closed without end_of_stream on the response body,
+// so the EPP learns the response is over.
+//
+// # Bounds
+//
+// Whatever a client or an upstream does, what it holds in the gateway (a
+// handler goroutine, an ext_proc stream and the body the EPP buffered for it)
+// is bounded in time and number. Zero values in Options mean the defaults.
+//
+//	ReadHeaderTimeout      10 s     request line and headers (http.Server, see NewHTTPServer)
+//	MaxHeaderBytes         64 KiB   request header block; net/http answers 431 above it
+//	BodyReadTimeout        60 s     from the start of the request to the last body byte: 408,
+//	                                ext_proc stream cancelled; enforced with the connection's read
+//	                                deadline, so a steady upload that ends in time is unaffected
+//	MaxRequestBodyBytes    64 MiB   413
+//	MaxConcurrentRequests  10000    requests in flight, hence open ext_proc streams: 503 above
+//	MessageTimeout         30 s     each wait for the EPP: 503 epp_timeout
+//	UpstreamHeaderTimeout  10 min   from the first upstream attempt (connects and the fallback
+//	                                walk included) to the response headers: 504. Long on purpose:
+//	                                a non-streaming completion sends its headers only when done
+//	UpstreamIdleTimeout    5 min    longest wait for the next piece of the upstream body: the
+//	                                response is cut (504 before the client saw headers, an aborted
+//	                                connection after)
+//	connect timeout        2 s      per endpoint, default transport (DefaultConnectTimeout)
+//	IdleTimeout            120 s    keep-alive connections between requests (NewHTTPServer)
+//
+// There is no bound on how slowly a client reads its response (no
+// WriteTimeout: SSE streams may last long); such a client holds one of the
+// MaxConcurrentRequests slots. Timeouts are counted in
+// switchyard_gateway_timeouts_total{kind} (body_read, upstream_headers,
+// upstream_idle), refusals in switchyard_gateway_concurrency_rejections_total
+// and the requests being handled in switchyard_gateway_requests_in_flight.
 //
 // # Concurrency
 //

@@ -18,6 +18,9 @@ const (
 	ReasonNoRoute                = "no_route"
 	ReasonUpstreamConnectFailure = "upstream_connect_failure"
 	ReasonUpstreamReset          = "upstream_reset"
+	ReasonRequestTimeout         = "request_timeout"  // 408: body not received within Options.BodyReadTimeout
+	ReasonUpstreamTimeout        = "upstream_timeout" // 504: Options.UpstreamHeaderTimeout or UpstreamIdleTimeout
+	ReasonOverloaded             = "overloaded"       // 503: Options.MaxConcurrentRequests requests in flight
 )
 
 // localReply is a reply the gateway generates itself.

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -23,6 +24,13 @@ import (
 const (
 	phaseRequest int32 = iota
 	phaseResponse
+)
+
+// What the upstream timer of an exchange is measuring.
+const (
+	upWaitNone    int32 = iota
+	upWaitHeaders       // Options.UpstreamHeaderTimeout
+	upWaitIdle          // Options.UpstreamIdleTimeout
 )
 
 // failure says why an exchange failed on the EPP side (or on the client side).
@@ -84,6 +92,18 @@ type exchange struct {
 	sentReqTrailers atomic.Bool
 	lateImmediate   atomic.Pointer[extprocv3.ImmediateResponse]
 
+	// Request body deadline (main only, except bodyTimer's callback).
+	bodyDeadline bool        // the connection's read deadline is set
+	bodyTimer    *time.Timer // fallback when the deadline cannot be set; cancels ctx
+	bodyTimedOut atomic.Bool // set by bodyTimer
+
+	// upTimer is one timer for the upstream bounds: armed for the response
+	// headers, then around each read of the response body. Its callback
+	// records what it was measuring and cancels upCtx.
+	upTimer    *time.Timer
+	upWaiting  atomic.Int32 // upWait*: what the armed timer measures
+	upTimedOut atomic.Int32 // upWait* at the time it fired; upWaitNone = never
+
 	// reader-owned, request phase (published by close(decided))
 	isDecided     bool
 	decisionFail  *failure
@@ -115,11 +135,26 @@ func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			message: fmt.Sprintf("request body of %d bytes exceeds the gateway limit of %d bytes", r.ContentLength, g.maxBody)})
 		return
 	}
+	if g.inFlight.Add(1) > g.maxInFlight {
+		g.inFlight.Add(-1)
+		g.metrics.rejected.Inc()
+		w.Header().Set("Retry-After", "1")
+		g.directReply(w, localReply{status: http.StatusServiceUnavailable, reason: ReasonOverloaded,
+			message: fmt.Sprintf("the gateway is handling its maximum of %d concurrent requests; retry later", g.maxInFlight)})
+		return
+	}
+	g.metrics.inFlight.Inc()
+	defer g.release()
 	x := &exchange{g: g, r: r, w: w}
 	x.ctx, x.cancel = context.WithCancel(r.Context())
 	defer x.cancel()
 	x.upCtx, x.upCancel = context.WithCancel(x.ctx)
 	x.run()
+}
+
+func (g *Gateway) release() {
+	g.inFlight.Add(-1)
+	g.metrics.inFlight.Dec()
 }
 
 func (g *Gateway) directReply(w http.ResponseWriter, l localReply) {
@@ -152,6 +187,10 @@ func (x *exchange) run() {
 		}
 	}
 	x.noBody = r.Body == nil || r.Body == http.NoBody || r.ContentLength == 0
+	if !x.noBody {
+		x.startBodyDeadline()
+		defer x.stopBodyTimer()
+	}
 	scheme := "http"
 	if r.TLS != nil {
 		scheme = "https"
@@ -186,10 +225,21 @@ func (x *exchange) run() {
 	// 1. Request headers and body, full duplex: never wait for answers here.
 	x.send(first)
 	if !x.noBody {
-		if l := x.streamRequestBody(first.MetadataContext); l != nil {
+		l := x.streamRequestBody(first.MetadataContext)
+		if l == nil && (!x.stopBodyTimer() || x.bodyTimedOut.Load()) {
+			// Stopped early (the EPP decided, or a send failed) just as the
+			// fallback timer cancelled the stream.
+			l = x.bodyTimeoutReply()
+		}
+		if l != nil {
 			x.cancel() // reset the ext_proc stream, as Envoy does on a local reply
 			<-x.done
-			if x.clientGone() {
+			if l.reason == ReasonRequestTimeout {
+				// The read error cancelled the request context; the client is
+				// still there to be told.
+				g.metrics.timeouts[timeoutBodyRead].Inc()
+				x.logV(2, "request body read timeout", "timeout", g.bodyTimeout.String())
+			} else if x.clientGone() {
 				g.metrics.request(statusClientClosed, sourceClient)
 				return
 			}
@@ -274,13 +324,19 @@ func (x *exchange) run() {
 	}
 	body := x.reqBody
 
-	// 4. Call the upstream, walking the list on connect failures only.
+	// 4. Call the upstream, walking the list on connect failures only, all
+	// within UpstreamHeaderTimeout.
 	var (
 		resp    *http.Response
 		served  string
 		lastErr error
+		tried   int
 	)
+	x.upWaiting.Store(upWaitHeaders)
+	x.upTimer = time.AfterFunc(g.upHeaderTimeout, x.upstreamTimerFired)
+	defer x.upTimer.Stop()
 	for i, ep := range dests {
+		tried = i + 1
 		target := u // one URL per attempt: the transport may keep a reference
 		target.Host = ep
 		out := &http.Request{
@@ -313,6 +369,7 @@ func (x *exchange) run() {
 		}
 		break
 	}
+	x.upTimer.Stop()
 	if resp == nil {
 		switch {
 		case x.clientGone():
@@ -321,6 +378,11 @@ func (x *exchange) run() {
 			x.cancel()
 			status := writeImmediate(x.w, x.lateImmediate.Load())
 			g.metrics.request(status, sourceEPP)
+		case x.upTimedOut.Load() == upWaitHeaders:
+			g.metrics.timeouts[timeoutUpstreamHeaders].Inc()
+			x.logV(2, "upstream response header timeout", "timeout", g.upHeaderTimeout.String(), "endpoints", strings.Join(dests[:tried], ","))
+			x.respondLocal(localReply{status: http.StatusGatewayTimeout, reason: ReasonUpstreamTimeout,
+				message: fmt.Sprintf("no response headers from the upstream within %s (endpoints tried: %s)", g.upHeaderTimeout, strings.Join(dests[:tried], ","))})
 		case x.upCtx.Err() != nil: // the reader failed
 			<-x.done
 			f := x.fail
@@ -362,6 +424,9 @@ func (x *exchange) streamRequestBody(md *corev3.Metadata) *localReply {
 		default:
 		}
 		n, err := x.r.Body.Read(buf)
+		if x.bodyTimedOut.Load() || (err != nil && errors.Is(err, os.ErrDeadlineExceeded)) {
+			return x.bodyTimeoutReply()
+		}
 		total += int64(n)
 		if total > x.g.maxBody {
 			return &localReply{status: http.StatusRequestEntityTooLarge, reason: ReasonRequestTooLarge,
@@ -371,6 +436,9 @@ func (x *exchange) streamRequestBody(md *corev3.Metadata) *localReply {
 		if err != nil && !eof {
 			return &localReply{status: http.StatusBadRequest, reason: ReasonBadRequest,
 				message: fmt.Sprintf("reading the request body: %v", err)}
+		}
+		if eof && !x.bodyComplete() {
+			return x.bodyTimeoutReply()
 		}
 		if eof && hasTrailerValues(x.r.Trailer) {
 			if n > 0 {
@@ -394,6 +462,95 @@ func (x *exchange) streamRequestBody(md *corev3.Metadata) *localReply {
 			return nil
 		}
 	}
+}
+
+// startBodyDeadline bounds the client body to Options.BodyReadTimeout from
+// now: with the connection's read deadline, which makes a pending read fail,
+// or, where the ResponseWriter cannot set one, with a timer that cancels the
+// ext_proc stream (the read itself then ends only when the client acts).
+func (x *exchange) startBodyDeadline() {
+	d := x.g.bodyTimeout
+	if err := http.NewResponseController(x.w).SetReadDeadline(time.Now().Add(d)); err == nil {
+		x.bodyDeadline = true
+		return
+	}
+	x.bodyTimer = time.AfterFunc(d, func() {
+		x.bodyTimedOut.Store(true)
+		x.cancel()
+	})
+}
+
+// bodyComplete lifts the body deadline once the whole body was read. A read
+// deadline left on the connection would fail the server's background read
+// and cancel the request. It reports false if the fallback timer fired
+// first.
+func (x *exchange) bodyComplete() bool {
+	if x.bodyDeadline {
+		x.bodyDeadline = false
+		_ = http.NewResponseController(x.w).SetReadDeadline(time.Time{})
+	}
+	return x.stopBodyTimer()
+}
+
+// stopBodyTimer releases the fallback timer and reports false if it fired
+// first. A deadline on the connection is left in place when the body was not
+// read to its end, so that the server's drain of the unread body after the
+// handler stays bounded too; the server sets the next request's deadlines
+// itself.
+func (x *exchange) stopBodyTimer() bool {
+	t := x.bodyTimer
+	if t == nil {
+		return true
+	}
+	x.bodyTimer = nil
+	return t.Stop()
+}
+
+func (x *exchange) bodyTimeoutReply() *localReply {
+	return &localReply{status: http.StatusRequestTimeout, reason: ReasonRequestTimeout,
+		message: fmt.Sprintf("the request body was not received within %s", x.g.bodyTimeout)}
+}
+
+// upstreamTimerFired is upTimer's callback.
+func (x *exchange) upstreamTimerFired() {
+	x.upTimedOut.CompareAndSwap(upWaitNone, x.upWaiting.Load())
+	x.upCancel()
+}
+
+// upstreamTimeout returns the metrics kind of the upstream timeout that
+// fired, or "" when none did.
+func (x *exchange) upstreamTimeout() string {
+	switch x.upTimedOut.Load() {
+	case upWaitHeaders:
+		return timeoutUpstreamHeaders
+	case upWaitIdle:
+		return timeoutUpstreamIdle
+	}
+	return ""
+}
+
+// readUpstream reads the next piece of an upstream response body; timed arms
+// UpstreamIdleTimeout for the duration of the read only, so a slow EPP or
+// client (back-pressure on the sends) does not count as an idle upstream.
+func (x *exchange) readUpstream(body io.Reader, buf []byte, timed bool) (int, error) {
+	if !timed {
+		return body.Read(buf)
+	}
+	x.upTimer.Reset(x.g.upIdleTimeout)
+	n, err := body.Read(buf)
+	x.upTimer.Stop()
+	return n, err
+}
+
+// upstreamFailed records an upstream body read error and returns the kind of
+// timeout that caused it ("" for none).
+func (x *exchange) upstreamFailed(err error) string {
+	kind := x.upstreamTimeout()
+	if kind != "" {
+		x.g.metrics.timeouts[kind].Inc()
+		x.logV(2, "upstream response timeout", "kind", kind, "err", err.Error())
+	}
+	return kind
 }
 
 func requestBody(chunk []byte, eos bool, md *corev3.Metadata) *extprocv3.ProcessingRequest {
@@ -467,12 +624,19 @@ func (x *exchange) respond(status int, h http.Header, body io.Reader, hasBody bo
 	x.phase.Store(phaseResponse)
 	x.send(headersMsg)
 
-	var upstreamErr error
+	var (
+		upstreamErr error
+		upTimeout   string
+	)
+	timed := source == sourceUpstream && x.upTimer != nil
+	if timed {
+		x.upWaiting.Store(upWaitIdle)
+	}
 	if hasBody && x.sendErr == nil {
 		bufp := g.getBuf()
 		buf := *bufp
 		for {
-			n, err := body.Read(buf)
+			n, err := x.readUpstream(body, buf, timed)
 			eof := errors.Is(err, io.EOF)
 			if err != nil && !eof {
 				upstreamErr = err
@@ -502,6 +666,12 @@ func (x *exchange) respond(status int, h http.Header, body io.Reader, hasBody bo
 		}
 		g.putBuf(bufp)
 	}
+	if upstreamErr != nil {
+		upTimeout = x.upstreamFailed(upstreamErr)
+	}
+	// Half-close even after an upstream failure: the EPP answers what it got
+	// (the response headers may still reach the client, then the response is
+	// cut) and ends its stream; MessageTimeout bounds an EPP that does not.
 	_ = x.stream.CloseSend()
 
 	timer := time.NewTimer(g.msgTimeout)
@@ -525,6 +695,9 @@ func (x *exchange) respond(status int, h http.Header, body io.Reader, hasBody bo
 		g.metrics.request(statusClientClosed, sourceClient)
 	case !x.respWritten:
 		switch {
+		case upTimeout != "":
+			g.directReply(x.w, localReply{status: http.StatusGatewayTimeout, reason: ReasonUpstreamTimeout,
+				message: fmt.Sprintf("the upstream response stalled: %s", upstreamTimeoutMessage(upTimeout, g))})
 		case upstreamErr != nil:
 			g.directReply(x.w, localReply{status: http.StatusServiceUnavailable, reason: ReasonUpstreamReset,
 				message: fmt.Sprintf("upstream failed before the response headers were sent: %v", upstreamErr)})
@@ -541,10 +714,10 @@ func (x *exchange) respond(status int, h http.Header, body io.Reader, hasBody bo
 	default:
 		// Headers already reached the client: reset the downstream stream like
 		// Envoy does, so the client sees a truncated response, not a complete one.
-		if x.fail != nil && x.fail.kind != "" {
+		if x.fail != nil && x.fail.kind != "" && upstreamErr == nil { // else the EPP ended a stream cut short by the upstream
 			g.metrics.extProcErrors[x.fail.kind].Inc()
 		}
-		x.logV(2, "aborting the client response", "status", x.status, "upstreamErr", errString(upstreamErr),
+		x.logV(2, "aborting the client response", "status", x.status, "upstreamErr", errString(upstreamErr), "upstreamTimeout", upTimeout,
 			"eppErr", failString(x.fail), "timedOut", timedOut)
 		g.metrics.request(x.status, x.source)
 		panic(http.ErrAbortHandler)
@@ -567,8 +740,12 @@ func (x *exchange) passthrough(status int, h http.Header, body io.Reader, hasBod
 	bufp := x.g.getBuf()
 	defer x.g.putBuf(bufp)
 	buf := *bufp
+	timed := source == sourceUpstream && x.upTimer != nil
+	if timed {
+		x.upWaiting.Store(upWaitIdle)
+	}
 	for {
-		n, err := body.Read(buf)
+		n, err := x.readUpstream(body, buf, timed)
 		if n > 0 {
 			if _, werr := x.w.Write(buf[:n]); werr != nil {
 				return
@@ -577,6 +754,9 @@ func (x *exchange) passthrough(status int, h http.Header, body io.Reader, hasBod
 		}
 		if err != nil {
 			if !errors.Is(err, io.EOF) && !x.clientGone() {
+				if timed {
+					x.upstreamFailed(err)
+				}
 				panic(http.ErrAbortHandler)
 			}
 			break
@@ -587,6 +767,13 @@ func (x *exchange) passthrough(status int, h http.Header, body io.Reader, hasBod
 			wh[http.TrailerPrefix+k] = v
 		}
 	}
+}
+
+func upstreamTimeoutMessage(kind string, g *Gateway) string {
+	if kind == timeoutUpstreamHeaders {
+		return fmt.Sprintf("no response headers within %s", g.upHeaderTimeout)
+	}
+	return fmt.Sprintf("no response body data for %s", g.upIdleTimeout)
 }
 
 // eppFailed answers the client after an EPP failure (FailClose).

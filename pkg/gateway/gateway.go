@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	extprocfilterv3 "github.com/envoyproxy/go-control-plane/envoy/extensions/filters/http/ext_proc/v3"
@@ -38,10 +39,30 @@ const (
 	// DefaultMaxIdleConnsPerHost is the per-upstream keep-alive pool size of the
 	// default transport.
 	DefaultMaxIdleConnsPerHost = 256
-	// DefaultReadHeaderTimeout is the ReadHeaderTimeout of NewHTTPServer.
+	// DefaultReadHeaderTimeout is the ReadHeaderTimeout of NewHTTPServer: a
+	// client has this long to send its request line and headers.
 	DefaultReadHeaderTimeout = 10 * time.Second
+	// DefaultMaxHeaderBytes is the MaxHeaderBytes of NewHTTPServer (64 KiB;
+	// Envoy's default max_request_headers_kb is 60). net/http answers a larger
+	// header block with 431 itself.
+	DefaultMaxHeaderBytes = 64 << 10
 	// DefaultIdleTimeout is the IdleTimeout of NewHTTPServer.
 	DefaultIdleTimeout = 120 * time.Second
+	// DefaultBodyReadTimeout bounds how long a client may take to send its
+	// whole request body, counted from the start of the request. At the
+	// default 64 MiB body cap it asks about 1.1 MB/s of the largest uploads.
+	DefaultBodyReadTimeout = 60 * time.Second
+	// DefaultUpstreamHeaderTimeout bounds the wait for the upstream's response
+	// headers once the request is on its way. It is long because a model
+	// server sends the headers of a non-streaming completion only when the
+	// whole completion is generated.
+	DefaultUpstreamHeaderTimeout = 10 * time.Minute
+	// DefaultUpstreamIdleTimeout is the longest gap allowed between two reads
+	// of the upstream's response body (Envoy's stream idle timeout is 5 min).
+	DefaultUpstreamIdleTimeout = 5 * time.Minute
+	// DefaultMaxConcurrentRequests caps the requests in flight through one
+	// Gateway, and with them its open ext_proc streams.
+	DefaultMaxConcurrentRequests = 10000
 )
 
 // Options configure a Gateway. Only EPPAddr is required.
@@ -70,6 +91,40 @@ type Options struct {
 	// transport must report connect failures as *net.OpError with Op "dial"
 	// (as http.Transport does) for fallback walking to work.
 	Transport http.RoundTripper
+	// BodyReadTimeout bounds the time from the start of a request (its headers
+	// read) to the last byte of its body. Past it the gateway answers 408
+	// request_timeout and cancels the ext_proc stream, so the EPP releases the
+	// body it buffered. A slow upload that finishes in time is not affected.
+	// It is enforced with the connection's read deadline
+	// (http.ResponseController.SetReadDeadline); behind a ResponseWriter that
+	// cannot set one, the ext_proc stream is still cancelled at the deadline
+	// but the pending read ends only when the client sends or closes. Zero
+	// means DefaultBodyReadTimeout; negative is an error.
+	BodyReadTimeout time.Duration
+	// UpstreamHeaderTimeout bounds the time from the first upstream attempt
+	// (connecting included, across the fallback walk) to the upstream's
+	// response headers; past it the upstream request is cancelled and the
+	// client gets 504 upstream_timeout. It must exceed the longest
+	// non-streaming generation. Zero means DefaultUpstreamHeaderTimeout;
+	// negative is an error.
+	UpstreamHeaderTimeout time.Duration
+	// UpstreamIdleTimeout is the longest wait for the next piece of the
+	// upstream's response body (the first one counted from the headers). Past
+	// it the upstream request is cancelled and the response is cut: the client
+	// gets 504 upstream_timeout if no response header reached it yet, else
+	// its connection is aborted, as Envoy does on its stream idle timeout.
+	// Zero means DefaultUpstreamIdleTimeout; negative is an error.
+	UpstreamIdleTimeout time.Duration
+	// MaxConcurrentRequests caps the requests being handled at once; one more
+	// is answered 503 overloaded with Retry-After: 1 without opening an
+	// ext_proc stream. Zero means DefaultMaxConcurrentRequests; negative is an
+	// error.
+	MaxConcurrentRequests int
+	// ReadHeaderTimeout and MaxHeaderBytes are the header bounds NewHTTPServer
+	// sets on the http.Server that serves this Gateway. Zero means
+	// DefaultReadHeaderTimeout and DefaultMaxHeaderBytes; negative is an error.
+	ReadHeaderTimeout time.Duration
+	MaxHeaderBytes    int
 	// SubsetHeader, when not empty, names a request header (for example
 	// "x-gateway-destination-endpoint-subset") whose comma-separated value the
 	// gateway forwards to the EPP as the subset hint: a list of strings under
@@ -99,6 +154,14 @@ type Gateway struct {
 	maxEPPBody   int64
 	subsetHeader string // canonical form; "" = off
 
+	bodyTimeout       time.Duration
+	upHeaderTimeout   time.Duration
+	upIdleTimeout     time.Duration
+	maxInFlight       int64
+	inFlight          atomic.Int64
+	readHeaderTimeout time.Duration
+	maxHeaderBytes    int
+
 	bufPool sync.Pool // *[]byte of chunkSize
 }
 
@@ -121,16 +184,16 @@ func New(opts Options) (*Gateway, error) {
 		return nil, err
 	}
 	g := &Gateway{
-		log:        opts.Logger,
-		msgTimeout: opts.MessageTimeout,
-		maxBody:    opts.MaxRequestBodyBytes,
-		transport:  opts.Transport,
-	}
-	if g.msgTimeout == 0 {
-		g.msgTimeout = DefaultMessageTimeout
-	}
-	if g.maxBody == 0 {
-		g.maxBody = DefaultMaxRequestBodyBytes
+		log:               opts.Logger,
+		msgTimeout:        orDefault(opts.MessageTimeout, DefaultMessageTimeout),
+		maxBody:           orDefault(opts.MaxRequestBodyBytes, DefaultMaxRequestBodyBytes),
+		transport:         opts.Transport,
+		bodyTimeout:       orDefault(opts.BodyReadTimeout, DefaultBodyReadTimeout),
+		upHeaderTimeout:   orDefault(opts.UpstreamHeaderTimeout, DefaultUpstreamHeaderTimeout),
+		upIdleTimeout:     orDefault(opts.UpstreamIdleTimeout, DefaultUpstreamIdleTimeout),
+		maxInFlight:       int64(orDefault(opts.MaxConcurrentRequests, DefaultMaxConcurrentRequests)),
+		readHeaderTimeout: orDefault(opts.ReadHeaderTimeout, DefaultReadHeaderTimeout),
+		maxHeaderBytes:    orDefault(opts.MaxHeaderBytes, DefaultMaxHeaderBytes),
 	}
 	g.maxEPPBody = 2 * g.maxBody
 	if g.maxEPPBody < g.maxBody { // overflow
@@ -193,6 +256,25 @@ func validateOptions(o *Options) error {
 	if o.MaxRequestBodyBytes < 0 {
 		errs = append(errs, fmt.Errorf("MaxRequestBodyBytes: must be >= 0 (0 = default %d), got %d", DefaultMaxRequestBodyBytes, o.MaxRequestBodyBytes))
 	}
+	for _, d := range []struct {
+		name   string
+		v, def time.Duration
+	}{
+		{"BodyReadTimeout", o.BodyReadTimeout, DefaultBodyReadTimeout},
+		{"UpstreamHeaderTimeout", o.UpstreamHeaderTimeout, DefaultUpstreamHeaderTimeout},
+		{"UpstreamIdleTimeout", o.UpstreamIdleTimeout, DefaultUpstreamIdleTimeout},
+		{"ReadHeaderTimeout", o.ReadHeaderTimeout, DefaultReadHeaderTimeout},
+	} {
+		if d.v < 0 {
+			errs = append(errs, fmt.Errorf("%s: must be >= 0 (0 = default %s), got %s", d.name, d.def, d.v))
+		}
+	}
+	if o.MaxConcurrentRequests < 0 {
+		errs = append(errs, fmt.Errorf("MaxConcurrentRequests: must be >= 0 (0 = default %d), got %d", DefaultMaxConcurrentRequests, o.MaxConcurrentRequests))
+	}
+	if o.MaxHeaderBytes < 0 {
+		errs = append(errs, fmt.Errorf("MaxHeaderBytes: must be >= 0 (0 = default %d), got %d", DefaultMaxHeaderBytes, o.MaxHeaderBytes))
+	}
 	if o.SubsetHeader != "" && !validHeaderName(o.SubsetHeader) {
 		errs = append(errs, fmt.Errorf("SubsetHeader: %q is not a valid HTTP header name", o.SubsetHeader))
 	}
@@ -221,16 +303,27 @@ func NewTransport() *http.Transport {
 	}
 }
 
-// NewHTTPServer returns an *http.Server serving g on addr with a
-// ReadHeaderTimeout and an IdleTimeout but no ReadTimeout or WriteTimeout,
-// because SSE responses and large uploads may legitimately take long.
+// NewHTTPServer returns an *http.Server serving g on addr with g's
+// ReadHeaderTimeout and MaxHeaderBytes (Options) and DefaultIdleTimeout, but
+// no ReadTimeout or WriteTimeout: SSE responses may legitimately take long,
+// and g bounds the request body itself (Options.BodyReadTimeout).
 func NewHTTPServer(addr string, g *Gateway) *http.Server {
 	return &http.Server{
 		Addr:              addr,
 		Handler:           g,
-		ReadHeaderTimeout: DefaultReadHeaderTimeout,
+		ReadHeaderTimeout: g.readHeaderTimeout,
+		MaxHeaderBytes:    g.maxHeaderBytes,
 		IdleTimeout:       DefaultIdleTimeout,
 	}
+}
+
+// orDefault returns v, or def when v is zero.
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
 }
 
 // Close closes the gRPC connection to the EPP and the idle connections of the

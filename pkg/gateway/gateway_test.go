@@ -789,6 +789,12 @@ func TestNewValidatesOptions(t *testing.T) {
 		{name: "negative timeout", opts: Options{EPPAddr: "127.0.0.1:9002", MessageTimeout: -1}, wantErr: "MessageTimeout: must be >= 0"},
 		{name: "negative cap", opts: Options{EPPAddr: "127.0.0.1:9002", MaxRequestBodyBytes: -1}, wantErr: "MaxRequestBodyBytes: must be >= 0"},
 		{name: "bad subset header", opts: Options{EPPAddr: "127.0.0.1:9002", SubsetHeader: "bad header"}, wantErr: "SubsetHeader"},
+		{name: "negative body read timeout", opts: Options{EPPAddr: "127.0.0.1:9002", BodyReadTimeout: -time.Second}, wantErr: "BodyReadTimeout: must be >= 0 (0 = default 1m0s), got -1s"},
+		{name: "negative upstream header timeout", opts: Options{EPPAddr: "127.0.0.1:9002", UpstreamHeaderTimeout: -1}, wantErr: "UpstreamHeaderTimeout: must be >= 0 (0 = default 10m0s)"},
+		{name: "negative upstream idle timeout", opts: Options{EPPAddr: "127.0.0.1:9002", UpstreamIdleTimeout: -1}, wantErr: "UpstreamIdleTimeout: must be >= 0 (0 = default 5m0s)"},
+		{name: "negative read header timeout", opts: Options{EPPAddr: "127.0.0.1:9002", ReadHeaderTimeout: -1}, wantErr: "ReadHeaderTimeout: must be >= 0 (0 = default 10s)"},
+		{name: "negative concurrency cap", opts: Options{EPPAddr: "127.0.0.1:9002", MaxConcurrentRequests: -1}, wantErr: "MaxConcurrentRequests: must be >= 0 (0 = default 10000), got -1"},
+		{name: "negative header cap", opts: Options{EPPAddr: "127.0.0.1:9002", MaxHeaderBytes: -1}, wantErr: "MaxHeaderBytes: must be >= 0 (0 = default 65536), got -1"},
 		{name: "ok", opts: Options{EPPAddr: "127.0.0.1:9002", SubsetHeader: SubsetKey}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -799,6 +805,11 @@ func TestNewValidatesOptions(t *testing.T) {
 				}
 				if g.msgTimeout != DefaultMessageTimeout || g.maxBody != DefaultMaxRequestBodyBytes {
 					t.Errorf("defaults not applied: %s %d", g.msgTimeout, g.maxBody)
+				}
+				if g.bodyTimeout != DefaultBodyReadTimeout || g.upHeaderTimeout != DefaultUpstreamHeaderTimeout || g.upIdleTimeout != DefaultUpstreamIdleTimeout ||
+					g.maxInFlight != DefaultMaxConcurrentRequests || g.readHeaderTimeout != DefaultReadHeaderTimeout || g.maxHeaderBytes != DefaultMaxHeaderBytes {
+					t.Errorf("bound defaults not applied: body %s upstream headers %s idle %s in flight %d header timeout %s header bytes %d",
+						g.bodyTimeout, g.upHeaderTimeout, g.upIdleTimeout, g.maxInFlight, g.readHeaderTimeout, g.maxHeaderBytes)
 				}
 				_ = g.Close()
 				return

@@ -22,6 +22,11 @@ const (
 	extProcUnavailable = "unavailable"
 	extProcTimeout     = "timeout"
 	extProcProtocol    = "protocol"
+
+	// kind of timeout (see Options).
+	timeoutBodyRead        = "body_read"        // BodyReadTimeout: 408
+	timeoutUpstreamHeaders = "upstream_headers" // UpstreamHeaderTimeout: 504
+	timeoutUpstreamIdle    = "upstream_idle"    // UpstreamIdleTimeout: 504 or aborted response
 )
 
 // statusClientClosed is recorded when the client disconnected first.
@@ -33,11 +38,21 @@ const statusClientClosed = 499
 //	switchyard_gateway_upstream_attempts_total{result}  upstream attempts: ok, connect_failure, error
 //	switchyard_gateway_fallback_walks_total             moves to the next endpoint after a connect failure
 //	switchyard_gateway_ext_proc_errors_total{kind}      ext_proc failures: unavailable, timeout, protocol
+//	switchyard_gateway_timeouts_total{kind}             requests cut by a gateway bound: body_read,
+//	                                                    upstream_headers, upstream_idle
+//	switchyard_gateway_concurrency_rejections_total     requests refused (503) by MaxConcurrentRequests
+//	switchyard_gateway_requests_in_flight               requests being handled now
+//
+// Gateways sharing a Registerer share these collectors, so the gauge is the
+// sum over them.
 type metrics struct {
 	requests      *prometheus.CounterVec
 	attempts      map[string]prometheus.Counter
 	fallbackWalks prometheus.Counter
 	extProcErrors map[string]prometheus.Counter
+	timeouts      map[string]prometheus.Counter
+	rejected      prometheus.Counter
+	inFlight      prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -57,6 +72,18 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Namespace: "switchyard", Subsystem: "gateway", Name: "ext_proc_errors_total",
 		Help: "ext_proc stream failures by kind (unavailable, timeout, protocol).",
 	}, []string{"kind"})
+	timeouts := prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "switchyard", Subsystem: "gateway", Name: "timeouts_total",
+		Help: "Requests cut by a gateway timeout, by kind (body_read, upstream_headers, upstream_idle).",
+	}, []string{"kind"})
+	rejected := prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "switchyard", Subsystem: "gateway", Name: "concurrency_rejections_total",
+		Help: "Requests refused with 503 because the gateway had its maximum of concurrent requests in flight.",
+	})
+	inFlight := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "switchyard", Subsystem: "gateway", Name: "requests_in_flight",
+		Help: "Requests the gateway is handling now (each holds one ext_proc stream at most).",
+	})
 
 	var err error
 	if requests, err = register(reg, requests); err != nil {
@@ -71,17 +98,32 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if errs, err = register(reg, errs); err != nil {
 		return nil, err
 	}
+	if timeouts, err = register(reg, timeouts); err != nil {
+		return nil, err
+	}
+	if rejected, err = register(reg, rejected); err != nil {
+		return nil, err
+	}
+	if inFlight, err = register(reg, inFlight); err != nil {
+		return nil, err
+	}
 	m := &metrics{
 		requests:      requests,
 		fallbackWalks: walks,
 		attempts:      map[string]prometheus.Counter{},
 		extProcErrors: map[string]prometheus.Counter{},
+		timeouts:      map[string]prometheus.Counter{},
+		rejected:      rejected,
+		inFlight:      inFlight,
 	}
 	for _, r := range []string{attemptOK, attemptConnectFailure, attemptError} {
 		m.attempts[r] = attempts.WithLabelValues(r)
 	}
 	for _, k := range []string{extProcUnavailable, extProcTimeout, extProcProtocol} {
 		m.extProcErrors[k] = errs.WithLabelValues(k)
+	}
+	for _, k := range []string{timeoutBodyRead, timeoutUpstreamHeaders, timeoutUpstreamIdle} {
+		m.timeouts[k] = timeouts.WithLabelValues(k)
 	}
 	return m, nil
 }
