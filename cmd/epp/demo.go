@@ -182,7 +182,7 @@ func demo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		cancel()
 		return fmt.Errorf("gateway: %w (choose another address with --listen)", err)
 	}
-	gwSrv := &http.Server{Handler: gw, ReadHeaderTimeout: 10 * time.Second}
+	gwSrv := gateway.NewHTTPServer("", gw)
 	wg.Add(1)
 	go func() { defer wg.Done(); _ = gwSrv.Serve(lis) }()
 	defer func() {

@@ -36,6 +36,9 @@ func decode(data []byte, errs *datastore.ErrorList) []datastore.EndpointSpec {
 		Check:      checkDocuments,
 		Strict:     true,
 		NotDecoded: "not valid YAML",
+		// Aliases may not make a small file expand past what a file may
+		// hold ("billion laughs").
+		MaxExpandedBytes: MaxFileBytes,
 	})
 	if problem != "" {
 		errs.Add("", "%s", problem)
@@ -59,6 +62,10 @@ func decode(data []byte, errs *datastore.ErrorList) []datastore.EndpointSpec {
 	list, ok := raw.([]any)
 	if !ok {
 		errs.Add("endpoints", "expected a list, got %s", yamldoc.TypeName(raw))
+		return nil
+	}
+	if len(list) > MaxEndpoints {
+		errs.Add("endpoints", "%d endpoints exceed the limit of %d", len(list), MaxEndpoints)
 		return nil
 	}
 	specs := make([]datastore.EndpointSpec, len(list))

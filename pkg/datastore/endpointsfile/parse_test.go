@@ -2,6 +2,8 @@ package endpointsfile
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -168,4 +170,25 @@ func TestSecondDocument(t *testing.T) {
 	for _, tt := range tests {
 		assert.Equal(t, tt.want, secondDocument([]byte(tt.data)), "%q", tt.data)
 	}
+}
+
+// Hostile files are refused before they cost much: aliases that would
+// expand past MaxFileBytes, and more endpoints than MaxEndpoints.
+func TestParseBounds(t *testing.T) {
+	var laughs strings.Builder
+	laughs.WriteString("a: &a [\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\",\"lol\"]\n")
+	for i, prev := 'b', 'a'; i <= 'j'; i, prev = i+1, i {
+		fmt.Fprintf(&laughs, "%c: &%c [*%c,*%c,*%c,*%c,*%c,*%c,*%c,*%c,*%c]\n", i, i, prev, prev, prev, prev, prev, prev, prev, prev, prev)
+	}
+	laughs.WriteString("endpoints: []\n")
+	_, err := Parse([]byte(laughs.String()))
+	require.ErrorContains(t, err, "once its YAML aliases are expanded")
+
+	var many strings.Builder
+	many.WriteString("endpoints:\n")
+	for i := range MaxEndpoints + 1 {
+		fmt.Fprintf(&many, "- {name: e%d, address: 127.10.%d.%d, port: 8000}\n", i, i/250, i%250+1)
+	}
+	_, err = Parse([]byte(many.String()))
+	require.ErrorContains(t, err, "endpoints: 10001 endpoints exceed the limit of 10000")
 }

@@ -21,6 +21,10 @@ import (
 // MaxFileBytes bounds the size of an endpoints file.
 const MaxFileBytes = 16 << 20
 
+// MaxEndpoints bounds the endpoints of one file: each is scraped by its
+// own goroutine, and no real pool comes near it.
+const MaxEndpoints = 10000
+
 // Defaults of the file watch.
 const (
 	// DefaultDebounce is how long the source waits after the last change
