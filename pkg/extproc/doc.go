@@ -7,14 +7,19 @@
 // For each stream the Server
 //
 //   - remembers the request headers and holds its answer to them until the
-//     whole body has arrived (routing needs the body); a request without a
-//     body (end_of_stream on the headers) is answered at once with an
-//     endpoint picked at random;
+//     whole body has arrived (routing needs the body); a request of a
+//     bodyless method (GET, HEAD, OPTIONS, DELETE, TRACE) whose headers
+//     carry end_of_stream is answered at once with an endpoint picked at
+//     random; any other method (POST, PUT, PATCH, or none) with
+//     end_of_stream on its headers is routed like any request, with an
+//     empty body (the openai parser refuses it with 400; the passthrough
+//     format schedules it, admission and profiles included);
 //   - parses the body once (package requests), builds a scheduling.Request,
 //     narrows the ready endpoints by the gateway's subset hint
-//     (envoy.lb.subset_hint) and the conformance header
-//     test-epp-endpoint-selection, and runs the current configuration's
-//     Scheduler (producers, admission, profiles, PreRequest hooks);
+//     (envoy.lb.subset_hint) and, with Options.ConformanceTestHeaders only,
+//     the conformance header test-epp-endpoint-selection, and runs the
+//     current configuration's Scheduler (producers, admission, profiles,
+//     PreRequest hooks);
 //   - answers with the request-headers response (x-gateway-destination-endpoint
 //     plus identical envoy.lb dynamic metadata, a comma-separated fallback
 //     list when the picker returns several endpoints, Content-Length of the
@@ -29,9 +34,94 @@
 //     disconnect, gateway error).
 //
 // Refusals are ImmediateResponses with an OpenAI-style JSON error body and
-// an x-switchyard-reason header: 400 for a bad body, 413 for a body above
-// the limit, 429 when shed, 503 when nothing is routable, 500 only for a
-// bug. See errors.go for the closed set of reasons.
+// an x-switchyard-reason header: 400 for a bad body or messages out of
+// protocol order (request trailers without request headers or after the
+// body ended, a response message before the request was forwarded, a
+// response body or trailers before the response headers), 408 when the
+// request does not arrive in time, 413 for a body above the limit, 429
+// when shed, 503 when nothing is routable or the buffer budget is used up,
+// 500 only for a bug. See errors.go for the closed set of reasons.
+//
+// # Bounds
+//
+// What a client (or a gateway relaying one) can make the Server hold is
+// bounded:
+//
+//   - a request body: Options.MaxRequestBodyBytes (413 above it);
+//   - all bodies together: Options.MaxBufferedBytes, a process-wide budget
+//     of the bytes streams hold while they wait for the rest of a body. A
+//     request chunk that does not fit is refused with 503
+//     buffer_budget_exhausted; a buffered response that does not fit is
+//     passed through unread. The chunk that completes a body needs no
+//     budget (it is handled at once), so small requests keep being served
+//     while the budget is used up. The budget is one atomic counter;
+//     switchyard_extproc_buffered_bytes and ..._limit export it;
+//   - time: Options.RequestBodyTimeout, from the start of the stream to
+//     the end of the request (408 body_timeout, and the stream ends, also
+//     when nothing was received). A receive goroutine waits on the stream
+//     until then, so that the deadline can interrupt a stalled client;
+//     after the request is forwarded the handler receives directly.
+//
+// The gRPC server's own limits (message size, streams per connection,
+// keepalive) are set where it is built, in pkg/server.
+//
+// # Trusted headers
+//
+// These are every request header and metadata key the Server reads, what
+// each changes, and whom it is trusted from. Every request header also
+// reaches the plugins in scheduling.Request.Headers; a plugin's README
+// says which it reads (session-affinity-scorer's session header, for
+// example, is meant to come from clients). A key trusted from the gateway
+// only must not be settable by clients: configure the gateway to remove
+// client copies before the ext_proc filter runs, with Envoy's route or
+// virtual host request_headers_to_remove, or a Gateway API HTTPRoute
+// filter of type RequestHeaderModifier with "remove", and let the gateway
+// set the values it means. GIE's EPP strips none of them either.
+//
+//   - x-gateway-model-name-rewrite: the model the request is sent to; the
+//     body's "model" is rewritten to it before forwarding and responses
+//     get the client's model name back. It decides which model (and so
+//     which adapter and endpoints) serves. Gateway only: a client could
+//     reach a model the route does not offer it.
+//   - x-gateway-inference-objective: the InferenceObjective whose priority
+//     the request gets (Options.Objective); a negative priority is
+//     sheddable, and admission plugins decide by priority. Gateway only,
+//     unless every objective of the pool is one any client may choose (a
+//     client could otherwise raise its own priority).
+//   - x-gateway-inference-fairness-id: the flow-control tenant key
+//     (scheduling.Request.FairnessID, default default-flow). No in-tree
+//     plugin routes by it today; treat it as gateway only, since a tenant
+//     key chosen by the client defeats fairness once flow control uses it.
+//   - x-request-id: the request's identity in logs and plugin hooks;
+//     generated (and set on the forwarded request) when absent. Fine from
+//     clients: it changes no routing.
+//   - :method, and :path (or x-original-path, x-forwarded-path): the HTTP
+//     method decides whether a request without body is a bodyless one,
+//     the path which API the body is parsed as. Fine from clients: they
+//     describe the request the client makes.
+//   - metadata envoy.lb.subset_hint / x-gateway-destination-endpoint-subset:
+//     restricts the candidate endpoints (503 when nothing matches), unless
+//     --disable-endpoint-subset-filter. Gateway only. Clients cannot set
+//     filter metadata, but a gateway that builds it from a request header
+//     (header-to-metadata) must strip client copies of that header.
+//   - metadata envoy.lb / x-gateway-destination-endpoint-served (response
+//     path): the endpoint that served; the request's accounting moves to
+//     it when it is one of the endpoints picked, and the response hooks
+//     see it. Gateway only, and set by the gateway itself.
+//   - test-epp-endpoint-selection: with Options.ConformanceTestHeaders
+//     (--enable-conformance-test-headers, for GIE's conformance tests and
+//     local experiments only) it restricts the candidates to the addresses
+//     it lists, and an address matching nothing is a 503 that names the
+//     header: any client can then choose its endpoint and probe which
+//     endpoints exist. Without the option (the default) the Server ignores
+//     it and removes it from the request forwarded upstream; the opt-in
+//     header-based-testing-filter plugin, when a profile uses it, still
+//     reads it from scheduling.Request.Headers (that plugin is for tests
+//     only). Never trusted: strip it at the gateway in production.
+//   - x-conformance-test-served-endpoint is a response header the Server
+//     sets (to the served endpoint) only with
+//     Options.ConformanceTestHeaders; it tells the client which endpoint
+//     served.
 //
 // The request path does no network I/O and takes no global lock: the
 // endpoint view and the runtime (scheduler and parser format) are read

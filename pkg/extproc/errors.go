@@ -17,14 +17,16 @@ const ReasonHeader = "x-switchyard-reason"
 // Reasons the server itself refuses a request for. Admission plugins add
 // their own (scheduling.Refusal.Reason, also a closed set per plugin).
 const (
-	ReasonBadRequest     = "bad_request"      // 400: the body is not a valid request
-	ReasonBodyTooLarge   = "body_too_large"   // 413: above --max-request-body-bytes
-	ReasonNoEndpoints    = "no_endpoints"     // 503: the pool has no ready endpoint
-	ReasonSubsetNoMatch  = "subset_no_match"  // 503: the subset hint matched no endpoint
-	ReasonNoneScheduled  = "none_schedulable" // 503: every endpoint was filtered out
-	ReasonProtocol       = "protocol_error"   // 400: messages out of order
-	ReasonInternal       = "internal"         // 500: a bug
-	ReasonShedSaturation = "saturated"        // 429: sheddable request while saturated (scheduling.Scheduler.Admit)
+	ReasonBadRequest      = "bad_request"             // 400: the body is not a valid request
+	ReasonBodyTooLarge    = "body_too_large"          // 413: above --max-request-body-bytes
+	ReasonBodyTimeout     = "body_timeout"            // 408: the body was not complete within --request-body-timeout
+	ReasonBufferExhausted = "buffer_budget_exhausted" // 503: the process-wide buffer budget (--max-buffered-request-bytes) is used up
+	ReasonNoEndpoints     = "no_endpoints"            // 503: the pool has no ready endpoint
+	ReasonSubsetNoMatch   = "subset_no_match"         // 503: the subset hint matched no endpoint
+	ReasonNoneScheduled   = "none_schedulable"        // 503: every endpoint was filtered out
+	ReasonProtocol        = "protocol_error"          // 400: messages out of order
+	ReasonInternal        = "internal"                // 500: a bug
+	ReasonShedSaturation  = "saturated"               // 429: sheddable request while saturated (scheduling.Scheduler.Admit)
 )
 
 // errorCode maps an HTTP status to the GIE error code name, used in
@@ -39,6 +41,8 @@ func errorCode(status int) string {
 		return "Forbidden"
 	case http.StatusNotFound:
 		return "NotFound"
+	case http.StatusRequestTimeout:
+		return "RequestTimeout"
 	case http.StatusRequestEntityTooLarge:
 		return "RequestEntityTooLarge"
 	case http.StatusTooManyRequests:

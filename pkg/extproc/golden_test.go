@@ -82,6 +82,8 @@ func TestGolden(t *testing.T) {
 		want   []*extprocv3.ProcessingResponse
 		// maxBody is --max-request-body-bytes (0: the default).
 		maxBody int64
+		// conformance turns on Options.ConformanceTestHeaders.
+		conformance bool
 	}{
 		{
 			name: "select lowest queue",
@@ -178,11 +180,72 @@ func TestGolden(t *testing.T) {
 				"failed to find endpoint candidates for serving the request: the subset hint matches no ready endpoint")},
 		},
 		{
-			name: "conformance selection header",
-			pods: threePods(),
-			msgs: []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions", "test-epp-endpoint-selection", "127.10.0.3"), body(completion, true)},
+			name:        "conformance selection header",
+			pods:        threePods(),
+			conformance: true,
+			msgs:        []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions", "test-epp-endpoint-selection", "127.10.0.3"), body(completion, true)},
 			want: []*extprocv3.ProcessingResponse{
 				routed("127.10.0.3:8000", hv("content-length", strconv.Itoa(len(completion)))),
+				reqBodyResp(completion, true),
+			},
+		},
+		{
+			name:        "conformance selection header naming no endpoint",
+			pods:        threePods(),
+			conformance: true,
+			msgs:        []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions", "test-epp-endpoint-selection", "127.99.0.1:8000"), body(completion, true)},
+			want: []*extprocv3.ProcessingResponse{immediate(503, "subset_no_match", "ServiceUnavailable",
+				"the test-epp-endpoint-selection header matches no ready endpoint")},
+		},
+		{
+			// The scheduler picks 127.10.0.1 (lowest queue); the header asks
+			// for .3 and is not obeyed, and it does not reach the upstream.
+			name: "default options: selection header ignored and removed",
+			pods: threePods(),
+			msgs: []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions", "test-epp-endpoint-selection", "127.10.0.3:8000"), body(completion, true)},
+			want: []*extprocv3.ProcessingResponse{
+				removing(routed("127.10.0.1:8000", hv("content-length", strconv.Itoa(len(completion)))), "test-epp-endpoint-selection"),
+				reqBodyResp(completion, true),
+			},
+		},
+		{
+			name: "default options: unknown address in the selection header is no 503",
+			pods: threePods(),
+			msgs: []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions", "test-epp-endpoint-selection", "127.99.0.1:8000"), body(completion, true)},
+			want: []*extprocv3.ProcessingResponse{
+				removing(routed("127.10.0.1:8000", hv("content-length", strconv.Itoa(len(completion)))), "test-epp-endpoint-selection"),
+				reqBodyResp(completion, true),
+			},
+		},
+		{
+			name: "default options: header-only request ignores the selection header",
+			pods: threePods(),
+			msgs: []*extprocv3.ProcessingRequest{withSubset(hdrs(true, ":method", "GET", ":path", "/v1/models", "x-request-id", "req-1",
+				"test-epp-endpoint-selection", "127.10.0.1:8000"), list("127.10.0.3:8000"))},
+			want: []*extprocv3.ProcessingResponse{removing(routed("127.10.0.3:8000"), "test-epp-endpoint-selection")},
+		},
+		{
+			name: "default options: no served echo",
+			pods: threePods(),
+			msgs: []*extprocv3.ProcessingRequest{
+				reqHeaders("/v1/completions"), body(completion, true),
+				respHeaders("127.10.0.1:8000", false, ":status", "200", "content-type", "application/json"),
+				respBody(`{"usage":{"prompt_tokens":7,"completion_tokens":1,"total_tokens":8}}`, true),
+			},
+			want: []*extprocv3.ProcessingResponse{
+				routed("127.10.0.1:8000", hv("content-length", strconv.Itoa(len(completion)))),
+				reqBodyResp(completion, true),
+				respHeadersResp(),
+				respBodyResp(`{"usage":{"prompt_tokens":7,"completion_tokens":1,"total_tokens":8}}`, true),
+			},
+		},
+		{
+			name:   "default options: header-based-testing-filter still reads the header",
+			config: headerFilterConfig,
+			pods:   threePods(),
+			msgs:   []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions", "test-epp-endpoint-selection", "127.10.0.3:8000"), body(completion, true)},
+			want: []*extprocv3.ProcessingResponse{
+				removing(routed("127.10.0.3:8000", hv("content-length", strconv.Itoa(len(completion)))), "test-epp-endpoint-selection"),
 				reqBodyResp(completion, true),
 			},
 		},
@@ -196,8 +259,9 @@ func TestGolden(t *testing.T) {
 			},
 		},
 		{
-			name: "response JSON is buffered; the empty end-of-stream chunk ends it; model name rewritten back",
-			pods: threePods(),
+			name:        "response JSON is buffered; the empty end-of-stream chunk ends it; model name rewritten back",
+			pods:        threePods(),
+			conformance: true,
 			msgs: []*extprocv3.ProcessingRequest{
 				reqHeaders("/v1/completions", "x-gateway-model-name-rewrite", "food-review-v2"), body(completion, true),
 				respHeaders("127.10.0.1:8000", false, ":status", "200", "content-type", "application/json"),
@@ -213,8 +277,9 @@ func TestGolden(t *testing.T) {
 			},
 		},
 		{
-			name: "SSE response streams chunk by chunk",
-			pods: threePods(),
+			name:        "SSE response streams chunk by chunk",
+			pods:        threePods(),
+			conformance: true,
 			msgs: []*extprocv3.ProcessingRequest{
 				reqHeaders("/v1/completions"), body(sseRequest, true),
 				respHeaders("127.10.0.1:8000", false, ":status", "200", "content-type", "text/event-stream"),
@@ -253,6 +318,115 @@ func TestGolden(t *testing.T) {
 			want:    []*extprocv3.ProcessingResponse{immediate(413, "body_too_large", "RequestEntityTooLarge", "request body exceeds the limit of 512 bytes")},
 			maxBody: 512,
 		},
+		{
+			name: "POST with end_of_stream on the headers is parsed: an empty body is a bad request",
+			pods: threePods(),
+			msgs: []*extprocv3.ProcessingRequest{hdrs(true, ":method", "POST", ":path", "/v1/completions", "x-request-id", "req-1")},
+			want: []*extprocv3.ProcessingResponse{immediate(400, "bad_request", "BadRequest", emptyBodyMessage)},
+		},
+		{
+			name: "end_of_stream on headers without a method is parsed too",
+			pods: threePods(),
+			msgs: []*extprocv3.ProcessingRequest{hdrs(true, ":path", "/v1/completions", "x-request-id", "req-1")},
+			want: []*extprocv3.ProcessingResponse{immediate(400, "bad_request", "BadRequest", emptyBodyMessage)},
+		},
+		{
+			// Scheduled (lowest queue), not a random pick; no body response
+			// follows, since the gateway sent no body.
+			name:   "passthrough format: POST without body is scheduled",
+			config: passthroughConfig,
+			pods:   threePods(),
+			msgs:   []*extprocv3.ProcessingRequest{hdrs(true, ":method", "POST", ":path", "/upload", "x-request-id", "req-1")},
+			want:   []*extprocv3.ProcessingResponse{routed("127.10.0.1:8000")},
+		},
+		{
+			name:        "header-only GET: the response is passed through",
+			pods:        threePods(),
+			conformance: true,
+			msgs: []*extprocv3.ProcessingRequest{
+				withSubset(hdrs(true, ":method", "GET", ":path", "/v1/models", "x-request-id", "req-1"), list("127.10.0.3:8000")),
+				respHeaders("127.10.0.3:8000", false, ":status", "200", "content-type", "application/json"),
+				respBody(`{"data":[`, false),
+				respBody(`]}`, true),
+			},
+			want: []*extprocv3.ProcessingResponse{
+				routed("127.10.0.3:8000"),
+				respHeadersResp(hv("x-conformance-test-served-endpoint", "127.10.0.3:8000")),
+				respBodyResp(`{"data":[`, false),
+				respBodyResp(`]}`, true),
+			},
+		},
+		{
+			name: "request trailers end a body",
+			pods: threePods(),
+			msgs: []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(completion, false), reqTrailers()},
+			want: []*extprocv3.ProcessingResponse{
+				routed("127.10.0.1:8000", hv("content-length", strconv.Itoa(len(completion)))),
+				reqBodyResp(completion, false),
+				{Response: &extprocv3.ProcessingResponse_RequestTrailers{RequestTrailers: &extprocv3.TrailersResponse{}}},
+			},
+		},
+		{
+			name: "protocol: trailers-only stream",
+			pods: threePods(),
+			msgs: []*extprocv3.ProcessingRequest{reqTrailers()},
+			want: []*extprocv3.ProcessingResponse{immediate(400, "protocol_error", "BadRequest", "request trailers received before request headers or after the request ended")},
+		},
+		{
+			name: "protocol: request trailers after the body ended",
+			pods: threePods(),
+			msgs: []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(completion, true), reqTrailers()},
+			want: []*extprocv3.ProcessingResponse{
+				routed("127.10.0.1:8000", hv("content-length", strconv.Itoa(len(completion)))),
+				reqBodyResp(completion, true),
+				immediate(400, "protocol_error", "BadRequest", "request trailers received before request headers or after the request ended"),
+			},
+		},
+		{
+			name: "protocol: response headers before any request",
+			pods: threePods(),
+			msgs: []*extprocv3.ProcessingRequest{respHeaders("127.10.0.1:8000", false, ":status", "200")},
+			want: []*extprocv3.ProcessingResponse{immediate(400, "protocol_error", "BadRequest", "response headers received before the request was forwarded")},
+		},
+		{
+			name: "protocol: response headers while the request body is incomplete",
+			pods: threePods(),
+			msgs: []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(completion[:10], false), respHeaders("", false, ":status", "200")},
+			want: []*extprocv3.ProcessingResponse{immediate(400, "protocol_error", "BadRequest", "response headers received before the request was forwarded")},
+		},
+		{
+			name: "protocol: response body before any request",
+			pods: threePods(),
+			msgs: []*extprocv3.ProcessingRequest{respBody("x", true)},
+			want: []*extprocv3.ProcessingResponse{immediate(400, "protocol_error", "BadRequest", "response body received before response headers")},
+		},
+		{
+			name: "protocol: response trailers before any request",
+			pods: threePods(),
+			msgs: []*extprocv3.ProcessingRequest{{Request: &extprocv3.ProcessingRequest_ResponseTrailers{ResponseTrailers: &extprocv3.HttpTrailers{}}}},
+			want: []*extprocv3.ProcessingResponse{immediate(400, "protocol_error", "BadRequest", "response trailers received before response headers")},
+		},
+		{
+			name: "protocol: response body before response headers",
+			pods: threePods(),
+			msgs: []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(completion, true), respBody(`{"ok":true}`, true)},
+			want: []*extprocv3.ProcessingResponse{
+				routed("127.10.0.1:8000", hv("content-length", strconv.Itoa(len(completion)))),
+				reqBodyResp(completion, true),
+				immediate(400, "protocol_error", "BadRequest", "response body received before response headers"),
+			},
+		},
+		{
+			name: "protocol: response trailers before response headers",
+			pods: threePods(),
+			msgs: []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(completion, true),
+				{Request: &extprocv3.ProcessingRequest_ResponseTrailers{ResponseTrailers: &extprocv3.HttpTrailers{}}}},
+			want: []*extprocv3.ProcessingResponse{
+				routed("127.10.0.1:8000", hv("content-length", strconv.Itoa(len(completion)))),
+				reqBodyResp(completion, true),
+				immediate(400, "protocol_error", "BadRequest", "response trailers received before response headers"),
+			},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -260,7 +434,10 @@ func TestGolden(t *testing.T) {
 			if cfg == "" {
 				cfg = queueConfig
 			}
-			h := start(t, cfg, tc.pods, func(o *extproc.Options) { o.MaxRequestBodyBytes = tc.maxBody })
+			h := start(t, cfg, tc.pods, func(o *extproc.Options) {
+				o.MaxRequestBodyBytes = tc.maxBody
+				o.ConformanceTestHeaders = tc.conformance
+			})
 			got := h.exchange(t, tc.msgs, len(tc.want))
 			if diff := cmp.Diff(tc.want, got, protocmp.Transform()); diff != "" {
 				t.Fatalf("responses (-want +got):\n%s", diff)
@@ -271,8 +448,39 @@ func TestGolden(t *testing.T) {
 	}
 }
 
-// The request parser's messages for the two GIE error cases.
+// The request parser's messages for the two GIE error cases, and for an
+// empty body.
 const (
 	invalidJSONMessage  = "body is not valid JSON: unexpected end of JSON input (at byte offset 9)"
 	missingModelMessage = "model: is required"
+	emptyBodyMessage    = "body is empty"
 )
+
+const headerFilterConfig = `apiVersion: inference.networking.x-k8s.io/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: header-based-testing-filter
+- type: queue-scorer
+- type: max-score-picker
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: header-based-testing-filter
+  - pluginRef: queue-scorer
+  - pluginRef: max-score-picker
+`
+
+const passthroughConfig = `apiVersion: inference.networking.x-k8s.io/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: passthrough-parser
+- type: queue-scorer
+- type: max-score-picker
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: queue-scorer
+  - pluginRef: max-score-picker
+parser:
+  pluginRef: passthrough-parser
+`

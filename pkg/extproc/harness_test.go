@@ -203,6 +203,10 @@ func body(b string, eos bool) *extprocv3.ProcessingRequest {
 	}}
 }
 
+func reqTrailers() *extprocv3.ProcessingRequest {
+	return &extprocv3.ProcessingRequest{Request: &extprocv3.ProcessingRequest_RequestTrailers{RequestTrailers: &extprocv3.HttpTrailers{}}}
+}
+
 func respHeaders(served string, eos bool, kv ...string) *extprocv3.ProcessingRequest {
 	hm := &corev3.HeaderMap{}
 	for i := 0; i+1 < len(kv); i += 2 {
@@ -262,6 +266,13 @@ func routed(dest string, set ...*corev3.HeaderValueOption) *extprocv3.Processing
 			}}),
 		}},
 	}
+}
+
+// removing adds header removals to a request-headers response.
+func removing(r *extprocv3.ProcessingResponse, names ...string) *extprocv3.ProcessingResponse {
+	hm := r.GetRequestHeaders().GetResponse().GetHeaderMutation()
+	hm.RemoveHeaders = append(hm.RemoveHeaders, names...)
+	return r
 }
 
 func streamed(b string, eos bool) *extprocv3.CommonResponse {

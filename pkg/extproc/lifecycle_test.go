@@ -248,3 +248,49 @@ func TestUsageReachesCompletionHooks(t *testing.T) {
 		})
 	}
 }
+
+const passthroughRecorderConfig = `apiVersion: inference.networking.x-k8s.io/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: passthrough-parser
+- type: kv-cache-utilization-scorer
+- type: max-score-picker
+- type: recorder
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: kv-cache-utilization-scorer
+  - pluginRef: max-score-picker
+parser:
+  pluginRef: passthrough-parser
+`
+
+// A POST whose headers end the stream is scheduled like any request, not
+// sent to a random endpoint: admission runs (a sheddable request is shed
+// while the pool is saturated), the profile picks (free KV cache: pod-3,
+// every time), and the completion hooks run.
+func TestHeaderOnlyPostIsScheduled(t *testing.T) {
+	rec := &recorder{completed: make(chan string, 16)}
+	h := start(t, queueConfig, threePods(), func(o *extproc.Options) {
+		o.Objective = func(name string) (int, bool) { return -1, name == "batch" }
+	})
+	h.setRuntime(&extproc.Runtime{Scheduler: loadWithRecorder(t, passthroughRecorderConfig, rec).Scheduler, Format: "passthrough"})
+
+	// threePods saturate the pool (the default utilization detector).
+	got := h.exchange(t, []*extprocv3.ProcessingRequest{hdrs(true, ":method", "POST", ":path", "/upload", "x-request-id", "shed-me",
+		"x-gateway-inference-objective", "batch")}, 1)
+	require.Len(t, got, 1)
+	require.Equal(t, int32(429), int32(got[0].GetImmediateResponse().GetStatus().GetCode()), "shed: %v", got[0])
+
+	for i := range 10 {
+		id := "post-" + strconv.Itoa(i)
+		got := h.exchange(t, []*extprocv3.ProcessingRequest{
+			hdrs(true, ":method", "POST", ":path", "/upload", "x-request-id", id),
+			respHeaders("", true, ":status", "200"),
+		}, 2)
+		require.Equal(t, routed("127.10.0.3:8000").String(), got[0].String(), "request %d", i)
+		require.Equal(t, id, <-rec.completed)
+	}
+	require.Equal(t, int64(10), h.counters.get("127.10.0.3:8000").started.Load())
+	require.Eventually(t, h.counters.allZero, 5*time.Second, 5*time.Millisecond)
+}

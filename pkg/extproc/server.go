@@ -2,6 +2,7 @@ package extproc
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"time"
 
@@ -42,6 +43,13 @@ const (
 	BodyChunkLimit = 62000
 	// DefaultMaxRequestBodyBytes is --max-request-body-bytes' default.
 	DefaultMaxRequestBodyBytes = 64 << 20
+	// DefaultMaxBufferedBytes is the default process-wide budget of
+	// buffered body bytes (Options.MaxBufferedBytes,
+	// --max-buffered-request-bytes): 512 MiB.
+	DefaultMaxBufferedBytes = 512 << 20
+	// DefaultRequestBodyTimeout is the default time a request has to
+	// arrive in full (Options.RequestBodyTimeout, --request-body-timeout).
+	DefaultRequestBodyTimeout = 60 * time.Second
 )
 
 // Runtime is what one configuration contributes to the request path. A
@@ -85,6 +93,11 @@ type Recorder interface {
 	SchedulerE2E(d time.Duration)
 	SchedulerAttempt(success bool, target, endpointName, namespace string, port int)
 	Refusal(reason string)
+	// BufferBudget is called once, by New, with the process-wide budget of
+	// buffered body bytes and a function returning the bytes held now. The
+	// recorder reads inUse when it is scraped, so the request path never
+	// updates a metric per chunk. inUse is safe for concurrent use.
+	BufferBudget(limit int64, inUse func() int64)
 }
 
 // Options configures a Server.
@@ -110,10 +123,52 @@ type Options struct {
 	// body; larger responses are passed through chunk by chunk without
 	// usage. 0 means MaxRequestBodyBytes.
 	MaxBufferedResponseBytes int64
+	// MaxBufferedBytes is the process-wide budget of body bytes that the
+	// streams of this Server hold while they wait for the rest of a body
+	// (--max-buffered-request-bytes). Every request body chunk that does not
+	// end its body is counted from the moment it is appended until the
+	// stream lets the body go (routed, refused or ended), and so is every
+	// chunk of a buffered (non-streamed) response before its last one.
+	// The chunk that completes a body needs no budget: it is routed (or the
+	// response answered) in the same step, without waiting for the client,
+	// so a small request is served even while the budget is used up.
+	//
+	// A request chunk that does not fit in what is left is refused with 503
+	// and reason buffer_budget_exhausted (Retry-After: 1); a response chunk
+	// that does not fit switches that response to passthrough (no usage is
+	// read), as MaxBufferedResponseBytes does. MaxRequestBodyBytes (413) is
+	// checked first.
+	//
+	// The budget counts body bytes; the heap holds somewhat more (slice
+	// growth, gRPC message buffers), so size memory limits with a margin.
+	// 0 means DefaultMaxBufferedBytes; negative is an error; it must not be
+	// below MaxRequestBodyBytes (a body the budget can never hold would be
+	// told to retry forever).
+	MaxBufferedBytes int64
+	// RequestBodyTimeout is how long a stream may take, from its start
+	// (the first receive), until its request is complete: end_of_stream on
+	// the request headers or body, or the request trailers
+	// (--request-body-timeout). When it passes, the stream is answered with
+	// 408 and reason body_timeout and ends, also when nothing was received
+	// at all. It does not bound the response, which the model server
+	// controls. 0 means DefaultRequestBodyTimeout; negative is an error.
+	RequestBodyTimeout time.Duration
 	// DisableSubsetFilter ignores the gateway's subset hint
 	// (--disable-endpoint-subset-filter).
 	DisableSubsetFilter bool
-	// Now is the clock; nil means time.Now.
+	// ConformanceTestHeaders turns on the GIE conformance hooks
+	// (--enable-conformance-test-headers): the request header
+	// test-epp-endpoint-selection restricts the candidate endpoints (an
+	// address matching nothing is a 503), and the response carries
+	// x-conformance-test-served-endpoint, the endpoint the gateway reports
+	// as served. When false (the default), extproc ignores the selection
+	// header, removes it from the request forwarded upstream and sets no
+	// served echo; the opt-in header-based-testing-filter plugin still sees
+	// it in scheduling.Request.Headers. See "Trusted headers" in the
+	// package documentation.
+	ConformanceTestHeaders bool
+	// Now is the clock of the request metrics; nil means time.Now. The body
+	// deadline always runs on the real clock.
 	Now func() time.Time
 }
 
@@ -121,10 +176,11 @@ type Options struct {
 // stream has its own state.
 type Server struct {
 	extprocv3.UnimplementedExternalProcessorServer
-	opts Options
-	m    Recorder
-	log  logr.Logger
-	now  func() time.Time
+	opts   Options
+	m      Recorder
+	log    logr.Logger
+	now    func() time.Time
+	budget budget
 }
 
 // New returns a Server.
@@ -138,10 +194,27 @@ func New(opts Options) (*Server, error) {
 	if opts.MaxBufferedResponseBytes <= 0 {
 		opts.MaxBufferedResponseBytes = opts.MaxRequestBodyBytes
 	}
+	switch {
+	case opts.MaxBufferedBytes < 0:
+		return nil, fmt.Errorf("extproc: MaxBufferedBytes must not be negative, got %d", opts.MaxBufferedBytes)
+	case opts.MaxBufferedBytes == 0:
+		opts.MaxBufferedBytes = DefaultMaxBufferedBytes
+	}
+	if opts.MaxBufferedBytes < opts.MaxRequestBodyBytes {
+		return nil, fmt.Errorf("extproc: MaxBufferedBytes (%d) must be at least MaxRequestBodyBytes (%d)", opts.MaxBufferedBytes, opts.MaxRequestBodyBytes)
+	}
+	switch {
+	case opts.RequestBodyTimeout < 0:
+		return nil, fmt.Errorf("extproc: RequestBodyTimeout must not be negative, got %s", opts.RequestBodyTimeout)
+	case opts.RequestBodyTimeout == 0:
+		opts.RequestBodyTimeout = DefaultRequestBodyTimeout
+	}
 	s := &Server{opts: opts, m: opts.Metrics, log: opts.Logger, now: opts.Now}
+	s.budget.limit = opts.MaxBufferedBytes
 	if s.m == nil {
 		s.m = nopRecorder{}
 	}
+	s.m.BufferBudget(s.budget.limit, s.budget.inUse)
 	if s.log.GetSink() == nil {
 		s.log = logr.Discard()
 	}
@@ -153,27 +226,121 @@ func New(opts Options) (*Server, error) {
 
 // Process implements extprocv3.ExternalProcessorServer: one stream per
 // HTTP request.
+//
+// Until the request is complete, a receive goroutine waits on the stream
+// and hands each message over, so that the body deadline
+// (RequestBodyTimeout) can end a stream whose client stalls; Process alone
+// handles messages and sends. Once the request is forwarded, the goroutine
+// exits and Process receives directly: the response path pays nothing for
+// the deadline.
 func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
-	st := newStream(s, srv.Context())
-	// Whatever ends the stream, a scheduled request completes exactly once.
+	ctx := srv.Context()
+	st := newStream(s, ctx)
+	// Whatever ends the stream, a scheduled request completes exactly once
+	// and the buffer budget it holds is given back.
 	defer st.finish()
+
+	rx := &st.rx // inside the stream: one allocation less per stream
+	rx.start(srv)
+	defer rx.stop()
+	deadline := time.NewTimer(s.opts.RequestBodyTimeout)
+	defer deadline.Stop()
+	for st.phase < phaseForwarded {
+		rx.next()
+		var r received
+		select {
+		case r = <-rx.got:
+		case <-deadline.C:
+			out, _ := st.timedOut()
+			return sendAll(srv, out)
+		case <-ctx.Done():
+			return nil
+		}
+		if r.err != nil {
+			return recvError(r.err)
+		}
+		out, done := st.handle(r.msg)
+		if err := sendAll(srv, out); err != nil || done {
+			return err
+		}
+	}
+	// The request is forwarded: no deadline from here on. The receive
+	// goroutine is idle (its last message was handled), so it exits
+	// without touching the stream again.
+	deadline.Stop()
+	rx.stop()
 	for {
 		msg, err := srv.Recv()
-		if err == io.EOF || status.Code(err) == codes.Canceled {
-			return nil
-		}
 		if err != nil {
-			return status.Errorf(codes.Unknown, "cannot receive stream request: %v", err)
+			return recvError(err)
 		}
 		out, done := st.handle(msg)
-		for _, r := range out {
-			if err := srv.Send(r); err != nil {
-				return status.Errorf(codes.Unknown, "failed to send response to the proxy: %v", err)
-			}
+		if err := sendAll(srv, out); err != nil || done {
+			return err
 		}
-		if done {
-			return nil
+	}
+}
+
+// recvError maps a receive error to the handler's result: the end of the
+// stream and a cancelled stream end it cleanly.
+func recvError(err error) error {
+	if err == io.EOF || status.Code(err) == codes.Canceled {
+		return nil
+	}
+	return status.Errorf(codes.Unknown, "cannot receive stream request: %v", err)
+}
+
+func sendAll(srv extprocv3.ExternalProcessor_ProcessServer, out []*extprocv3.ProcessingResponse) error {
+	for _, r := range out {
+		if err := srv.Send(r); err != nil {
+			return status.Errorf(codes.Unknown, "failed to send response to the proxy: %v", err)
 		}
+	}
+	return nil
+}
+
+// received is one result of Recv.
+type received struct {
+	msg *extprocv3.ProcessingRequest
+	err error
+}
+
+// receiver is the goroutine that receives for Process while the body
+// deadline runs. It receives one message per next() call and never more,
+// so Process knows that it is idle between a message and the next call.
+// After stop it exits: at once when idle, or when its pending Recv returns
+// (which it does once Process has returned and gRPC has closed the
+// stream). It never blocks on its own: got has room for its one message.
+type receiver struct {
+	want    chan struct{}
+	got     chan received
+	stopped bool
+}
+
+// start starts the goroutine.
+func (rx *receiver) start(srv extprocv3.ExternalProcessor_ProcessServer) {
+	rx.want, rx.got = make(chan struct{}, 1), make(chan received, 1)
+	go rx.run(srv, rx.want, rx.got)
+}
+
+func (*receiver) run(srv extprocv3.ExternalProcessor_ProcessServer, want <-chan struct{}, got chan<- received) {
+	for range want {
+		msg, err := srv.Recv()
+		got <- received{msg, err}
+		if err != nil {
+			return
+		}
+	}
+}
+
+// next asks for one message; the answer comes on got.
+func (rx *receiver) next() { rx.want <- struct{}{} }
+
+// stop tells the goroutine to exit; it may be called more than once.
+func (rx *receiver) stop() {
+	if !rx.stopped {
+		rx.stopped = true
+		close(rx.want)
 	}
 }
 
@@ -199,5 +366,6 @@ func (nopRecorder) RunningRequests(string, int)                        {}
 func (nopRecorder) SchedulerE2E(time.Duration)                         {}
 func (nopRecorder) SchedulerAttempt(bool, string, string, string, int) {}
 func (nopRecorder) Refusal(string)                                     {}
+func (nopRecorder) BufferBudget(int64, func() int64)                   {}
 
 var _ extprocv3.ExternalProcessorServer = (*Server)(nil)

@@ -48,6 +48,9 @@ type stream struct {
 	genID     bool
 	body      []byte
 	start     time.Time
+	// held is what this stream took from the Server's buffer budget: the
+	// request body chunks it buffers, later the response chunks.
+	held int64
 
 	rt      *Runtime
 	parsed  requests.Parsed
@@ -67,6 +70,8 @@ type stream struct {
 	resp        scheduling.Response
 	completed   bool
 	running     bool
+
+	rx receiver // receives for Process until the request is complete
 }
 
 func newStream(s *Server, ctx context.Context) *stream {
@@ -90,14 +95,23 @@ func (st *stream) handle(msg *extprocv3.ProcessingRequest) ([]*extprocv3.Process
 		// In FULL_DUPLEX_STREAMED mode the trailers, when the request has
 		// them, end the body: its last chunk did not carry end_of_stream.
 		if st.phase != phaseRequestBody {
-			return nil, false
+			return st.protocolError("request trailers received before request headers or after the request ended")
 		}
-		return st.route(true)
+		return st.route(endTrailers)
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
+		if st.phase < phaseForwarded {
+			return st.protocolError("response headers received before the request was forwarded")
+		}
 		return st.responseHeaders(msg, v.ResponseHeaders), false
 	case *extprocv3.ProcessingRequest_ResponseBody:
+		if st.phase < phaseResponse {
+			return st.protocolError("response body received before response headers")
+		}
 		return st.responseBody(msg, v.ResponseBody), false
 	case *extprocv3.ProcessingRequest_ResponseTrailers:
+		if st.phase < phaseResponse {
+			return st.protocolError("response trailers received before response headers")
+		}
 		return st.responseTrailers(msg), false
 	default:
 		st.log.V(4).Info("Ignoring an ext_proc message without a request phase")
@@ -105,8 +119,29 @@ func (st *stream) handle(msg *extprocv3.ProcessingRequest) ([]*extprocv3.Process
 	}
 }
 
+// protocolError refuses a message that breaks the protocol's order.
+func (st *stream) protocolError(message string) ([]*extprocv3.ProcessingResponse, bool) {
+	return st.refuse(&refusal{status: http.StatusBadRequest, reason: ReasonProtocol, message: message})
+}
+
+// timedOut refuses a request that was not complete within the body
+// deadline.
+func (st *stream) timedOut() ([]*extprocv3.ProcessingResponse, bool) {
+	return st.refuse(&refusal{status: http.StatusRequestTimeout, reason: ReasonBodyTimeout,
+		message: "the request was not complete within " + st.s.opts.RequestBodyTimeout.String()})
+}
+
+// release gives back what the stream took from the buffer budget; it may
+// be called any number of times.
+func (st *stream) release() {
+	st.s.budget.release(st.held)
+	st.held = 0
+}
+
 // refuse answers the request itself and ends the stream.
 func (st *stream) refuse(r *refusal) ([]*extprocv3.ProcessingResponse, bool) {
+	st.body, st.respBody = nil, nil
+	st.release()
 	model, target := st.parsed.Model, st.targetModel()
 	st.s.m.RequestError(model, target, errorCode(r.status))
 	st.s.m.Refusal(r.reason)
@@ -127,7 +162,7 @@ func (st *stream) targetModel() string {
 
 func (st *stream) requestHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) ([]*extprocv3.ProcessingResponse, bool) {
 	if st.phase != phaseStart {
-		return st.refuse(&refusal{status: http.StatusBadRequest, reason: ReasonProtocol, message: "request headers received twice"})
+		return st.protocolError("request headers received twice")
 	}
 	st.start = st.s.now()
 	hm := h.GetHeaders().GetHeaders()
@@ -150,12 +185,30 @@ func (st *stream) requestHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3.
 	if !h.GetEndOfStream() {
 		return nil, false // the answer waits for the body
 	}
-	return st.headerOnly()
+	if bodyless(st.headers[":method"]) {
+		return st.headerOnly()
+	}
+	// A method that carries a body (POST, PUT, PATCH, ...) or no method at
+	// all: schedule it like any request, with an empty body, so that the
+	// parser, admission and the profiles decide (GIE sends every such
+	// request to a random endpoint, which would bypass them).
+	return st.route(endHeaders)
 }
 
-// headerOnly routes a request without a body (e.g. GET /v1/models): no
-// scheduling, a uniformly random ready endpoint, narrowed by the subset
-// hint like any request.
+// bodyless reports whether an HTTP method carries no request body by
+// definition or by the convention of the APIs a model server offers (GET
+// /v1/models, DELETE /v1/files/{id}).
+func bodyless(method string) bool {
+	switch method {
+	case http.MethodGet, http.MethodHead, http.MethodOptions, http.MethodDelete, http.MethodTrace:
+		return true
+	}
+	return false
+}
+
+// headerOnly routes a request of a bodyless method without a body (e.g.
+// GET /v1/models): no scheduling, a uniformly random ready endpoint,
+// narrowed by the subset hint like any request.
 func (st *stream) headerOnly() ([]*extprocv3.ProcessingResponse, bool) {
 	cands, r := st.candidates()
 	if r != nil {
@@ -171,29 +224,47 @@ func (st *stream) headerOnly() ([]*extprocv3.ProcessingResponse, bool) {
 
 func (st *stream) requestBody(msg *extprocv3.ProcessingRequest, b *extprocv3.HttpBody) ([]*extprocv3.ProcessingResponse, bool) {
 	if st.phase != phaseRequestBody {
-		return st.refuse(&refusal{status: http.StatusBadRequest, reason: ReasonProtocol, message: "request body received before request headers or after end of stream"})
+		return st.protocolError("request body received before request headers or after end of stream")
 	}
-	if int64(len(st.body))+int64(len(b.GetBody())) > st.s.opts.MaxRequestBodyBytes {
-		st.body = nil
+	chunk, eos := b.GetBody(), b.GetEndOfStream()
+	if int64(len(st.body))+int64(len(chunk)) > st.s.opts.MaxRequestBodyBytes {
 		return st.refuse(&refusal{status: http.StatusRequestEntityTooLarge, reason: ReasonBodyTooLarge,
 			message: fmt.Sprintf("request body exceeds the limit of %d bytes", st.s.opts.MaxRequestBodyBytes)})
 	}
-	if st.body == nil && b.GetEndOfStream() {
-		// One chunk: keep the message's buffer, no copy.
-		st.body = b.GetBody()
-	} else {
-		st.body = append(st.body, b.GetBody()...)
+	if !eos && len(chunk) > 0 {
+		// The stream will hold this chunk while it waits for the rest.
+		if !st.s.budget.acquire(int64(len(chunk))) {
+			return st.refuse(&refusal{status: http.StatusServiceUnavailable, reason: ReasonBufferExhausted,
+				message: "the endpoint picker holds as many buffered request bytes as it may; retry later"})
+		}
+		st.held += int64(len(chunk))
 	}
-	if !b.GetEndOfStream() {
+	if st.body == nil && eos {
+		// One chunk: keep the message's buffer, no copy.
+		st.body = chunk
+	} else {
+		st.body = append(st.body, chunk...)
+	}
+	if !eos {
 		return nil, false
 	}
-	return st.route(false)
+	return st.route(endBody)
 }
 
-// route parses the complete body, schedules the request and answers.
-// trailers is true when request trailers ended the body: the last body
-// chunk then does not end the stream, and the trailers get their answer.
-func (st *stream) route(trailers bool) ([]*extprocv3.ProcessingResponse, bool) {
+// bodyEnd is what completed a request.
+type bodyEnd uint8
+
+const (
+	endBody     bodyEnd = iota // a body chunk with end_of_stream
+	endTrailers                // the request trailers: the last chunk did not end the stream
+	endHeaders                 // end_of_stream on the headers: there is no body at all
+)
+
+// route parses the complete body, schedules the request and answers. With
+// endTrailers the last body chunk does not end the stream and the trailers
+// get their answer; with endHeaders only the headers are answered (the
+// gateway sent no body, so no body response may follow).
+func (st *stream) route(end bodyEnd) ([]*extprocv3.ProcessingResponse, bool) {
 	st.rt = st.s.opts.Runtime()
 	path := st.headers[":path"]
 	if path == "" {
@@ -290,13 +361,17 @@ func (st *stream) route(trailers bool) ([]*extprocv3.ProcessingResponse, bool) {
 	}
 	out := make([]*extprocv3.ProcessingResponse, 0, 1+len(body)/BodyChunkLimit+1)
 	out = append(out, st.headersResponse(len(body)))
-	out = appendBodyChunks(out, body, !trailers, requestBodyResponse)
-	if trailers {
+	if end != endHeaders {
+		out = appendBodyChunks(out, body, end == endBody, requestBodyResponse)
+	}
+	if end == endTrailers {
 		out = append(out, &extprocv3.ProcessingResponse{
 			Response: &extprocv3.ProcessingResponse_RequestTrailers{RequestTrailers: &extprocv3.TrailersResponse{}},
 		})
 	}
+	// The body is handed back: the stream no longer holds it.
 	st.body = nil
+	st.release()
 	return out, false
 }
 
@@ -310,8 +385,9 @@ func (st *stream) abandon() {
 	}
 }
 
-// candidates returns the ready endpoints narrowed by the subset hint and
-// the conformance test header, or the refusal when nothing is left.
+// candidates returns the ready endpoints narrowed by the subset hint and,
+// with Options.ConformanceTestHeaders only, the conformance test header, or
+// the refusal when nothing is left.
 func (st *stream) candidates() ([]*scheduling.Endpoint, *refusal) {
 	view := st.s.opts.Endpoints()
 	cands := view.Ready()
@@ -327,19 +403,27 @@ func (st *stream) candidates() ([]*scheduling.Endpoint, *refusal) {
 			}
 		}
 	}
-	if sel := st.headers[TestSelectionHeader]; sel != "" {
-		cands = filterEndpoints(cands, splitList(sel))
-		if len(cands) == 0 {
-			return nil, &refusal{status: http.StatusServiceUnavailable, reason: ReasonSubsetNoMatch,
-				message: "the " + TestSelectionHeader + " header matches no ready endpoint"}
+	if st.s.opts.ConformanceTestHeaders {
+		if sel := st.headers[TestSelectionHeader]; sel != "" {
+			cands = filterEndpoints(cands, splitList(sel))
+			if len(cands) == 0 {
+				return nil, &refusal{status: http.StatusServiceUnavailable, reason: ReasonSubsetNoMatch,
+					message: "the " + TestSelectionHeader + " header matches no ready endpoint"}
+			}
 		}
 	}
 	return cands, nil
 }
 
+// removeSelection is the RemoveHeaders of a request-headers response when
+// the conformance selection header must not reach the upstream. Shared,
+// never modified.
+var removeSelection = []string{TestSelectionHeader}
+
 // headersResponse is the answer to the request headers: destination
 // header and identical envoy.lb metadata, Content-Length when the body is
-// not empty, and the request id when the EPP generated it.
+// not empty, the request id when the EPP generated it, and the removal of
+// the conformance selection header when the conformance hooks are off.
 func (st *stream) headersResponse(bodyLen int) *extprocv3.ProcessingResponse {
 	dest := joinTargets(st.targets)
 	set := make([]*corev3.HeaderValueOption, 0, 3)
@@ -350,12 +434,18 @@ func (st *stream) headersResponse(bodyLen int) *extprocv3.ProcessingResponse {
 	if st.genID {
 		set = append(set, headerOption(RequestIDHeader, st.reqID))
 	}
+	var remove []string
+	if !st.s.opts.ConformanceTestHeaders {
+		if _, ok := st.headers[TestSelectionHeader]; ok {
+			remove = removeSelection
+		}
+	}
 	return &extprocv3.ProcessingResponse{
 		Response: &extprocv3.ProcessingResponse_RequestHeaders{
 			RequestHeaders: &extprocv3.HeadersResponse{
 				Response: &extprocv3.CommonResponse{
 					ClearRouteCache: true,
-					HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set},
+					HeaderMutation:  &extprocv3.HeaderMutation{SetHeaders: set, RemoveHeaders: remove},
 				},
 			},
 		},
@@ -391,7 +481,9 @@ func (st *stream) responseHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3
 	var set []*corev3.HeaderValueOption
 	if served := servedEndpoint(msg); served != "" {
 		st.setServed(served)
-		set = append(set, headerOption(ConformanceServed, served))
+		if st.s.opts.ConformanceTestHeaders {
+			set = append(set, headerOption(ConformanceServed, served))
+		}
 	}
 	if st.req != nil {
 		st.rt.Scheduler.ResponseReceived(st.ctx, st.req, &st.resp, st.target)
@@ -476,12 +568,28 @@ func (st *stream) responseBody(msg *extprocv3.ProcessingRequest, b *extprocv3.Ht
 		}
 		return out
 	}
-	if int64(len(st.respBody))+int64(len(chunk)) > st.s.opts.MaxBufferedResponseBytes {
-		// Too large to buffer: pass it through without usage.
+	tooLarge := int64(len(st.respBody))+int64(len(chunk)) > st.s.opts.MaxBufferedResponseBytes
+	noBudget := false
+	if !tooLarge && !eos && len(chunk) > 0 {
+		// The stream will hold this chunk until the response ends.
+		if st.s.budget.acquire(int64(len(chunk))) {
+			st.held += int64(len(chunk))
+		} else {
+			noBudget = true
+		}
+	}
+	if tooLarge || noBudget {
+		// Too large to buffer, or the budget is used up: pass it through
+		// without usage.
 		st.passthrough = true
-		st.log.V(2).Info("Response too large to buffer; passing it through without reading usage", "bytes", len(st.respBody)+len(chunk))
+		if tooLarge {
+			st.log.V(2).Info("Response too large to buffer; passing it through without reading usage", "bytes", len(st.respBody)+len(chunk))
+		} else {
+			st.log.V(2).Info("Buffer budget used up; passing the response through without reading usage", "bytes", len(st.respBody)+len(chunk))
+		}
 		all := append(st.respBody, chunk...)
 		st.respBody = nil
+		st.release()
 		out := appendBodyChunks(nil, st.rewriteModel(all), eos, responseBodyResponse)
 		if eos {
 			st.phase = phaseResponseDone
@@ -505,6 +613,7 @@ func (st *stream) responseBody(msg *extprocv3.ProcessingRequest, b *extprocv3.Ht
 func (st *stream) finishBuffered(eos bool) []*extprocv3.ProcessingResponse {
 	body := st.respBody
 	st.respBody = nil
+	st.release()
 	if st.req != nil && st.rt.format() != "passthrough" {
 		if u, ok := requests.ParseUsage(body); ok {
 			st.resp.Usage = u
@@ -595,6 +704,7 @@ func (st *stream) complete(disconnected bool) {
 
 // finish runs when the stream ends for any reason.
 func (st *stream) finish() {
+	st.release()
 	if st.req != nil && !st.completed {
 		st.complete(true)
 	}

@@ -36,6 +36,7 @@ func TestConcurrentUse(t *testing.T) {
 					m.UpdatePool([]PoolSample{{Name: "a", Ready: true, Queue: w}})
 					m.ConfigReload(true)
 					m.SetInfo("c", "r")
+					m.BufferBudget(int64(w), func() int64 { return int64(i) })
 					_, _ = reg.Gather()
 				}
 			}

@@ -5,7 +5,8 @@
 // New registers everything on an injected prometheus.Registerer (never the
 // global default registry) and reuses collectors that are already
 // registered there. The request path (pkg/extproc) calls the methods of
-// *Metrics; pkg/server calls UpdatePool from its pool refresh loop,
+// *Metrics (extproc.New attaches its buffer budget with BufferBudget);
+// pkg/server calls UpdatePool from its pool refresh loop,
 // ConfigReload after every configuration load and SetInfo once. Any package
 // may import it; it imports only client_golang.
 //
@@ -58,6 +59,8 @@
 //	switchyard_request_refusals_total                             counter    reason
 //	switchyard_config_reloads_total                               counter    result
 //	switchyard_config_last_reload_success_timestamp_seconds       gauge      -
+//	switchyard_extproc_buffered_bytes                             gauge      -
+//	switchyard_extproc_buffered_bytes_limit                       gauge      -
 //
 // Meaning:
 //
@@ -90,7 +93,16 @@
 //     flow-control layer. The series {inference_pool="<pool>"} exists so
 //     that llm-d dashboards show 0 rather than "no data".
 //   - switchyard_request_refusals_total: requests answered by the EPP
-//     itself (400, 413, 429, 503), by machine-readable reason.
+//     itself (400, 408, 413, 429, 503), by machine-readable reason; among
+//     them buffer_budget_exhausted (the buffer budget below is used up) and
+//     body_timeout (a body not complete within --request-body-timeout).
+//   - switchyard_extproc_buffered_bytes: body bytes the ext_proc streams
+//     hold now while they wait for the rest of a body;
+//     ..._buffered_bytes_limit is the process-wide budget
+//     (--max-buffered-request-bytes). Both are read from the server's
+//     atomic counter at scrape time (BufferBudget), so the request path
+//     updates no metric per chunk; they appear once the ext_proc server
+//     has attached its budget.
 //   - switchyard_config_reloads_total{result="success|failure"} counts
 //     configuration loads; ..._last_reload_success_timestamp_seconds is the
 //     Unix time of the last successful one.

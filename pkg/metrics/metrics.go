@@ -12,40 +12,43 @@ import (
 // Metric names. The GIE (v1.5.0) and llm-d router names are kept exactly,
 // so existing dashboards and alerts keep working; see doc.go for the table.
 const (
-	NameRequestTotal            = "inference_objective_request_total"
-	NameRequestErrorTotal       = "inference_objective_request_error_total"
-	NameRequestDuration         = "inference_objective_request_duration_seconds"
-	NameRequestSizes            = "inference_objective_request_sizes"
-	NameResponseSizes           = "inference_objective_response_sizes"
-	NameInputTokens             = "inference_objective_input_tokens"
-	NameOutputTokens            = "inference_objective_output_tokens"
-	NamePromptCachedTokens      = "inference_objective_prompt_cached_tokens"
-	NameNormalizedTPOT          = "inference_objective_normalized_time_per_output_token_seconds"
-	NameRequestTTFT             = "inference_objective_request_ttft_seconds"
-	NameRunningRequests         = "inference_objective_running_requests"
-	NameSchedulerE2E            = "inference_extension_scheduler_e2e_duration_seconds"
-	NameSchedulerAttempts       = "inference_extension_scheduler_attempts_total"
-	NameInfo                    = "inference_extension_info"
-	NamePoolAvgKVCache          = "inference_pool_average_kv_cache_utilization"
-	NamePoolAvgQueueSize        = "inference_pool_average_queue_size"
-	NamePoolAvgRunning          = "inference_pool_average_running_requests"
-	NamePoolReadyPods           = "inference_pool_ready_pods"
-	NamePoolPerPodQueueSize     = "inference_pool_per_pod_queue_size"
-	NameLLMDAvgKVCache          = "llm_d_epp_average_kv_cache_utilization"
-	NameLLMDAvgQueueSize        = "llm_d_epp_average_queue_size"
-	NameLLMDAvgRunning          = "llm_d_epp_average_running_requests"
-	NameLLMDReadyEndpoints      = "llm_d_epp_ready_endpoints"
-	NameLLMDPerEndpointQueue    = "llm_d_epp_per_endpoint_queue_size"
-	NameLLMDFlowControlQueue    = "llm_d_epp_flow_control_queue_size"
-	NameRefusals                = "switchyard_request_refusals_total"
-	NameConfigReloads           = "switchyard_config_reloads_total"
-	NameConfigLastReloadSuccess = "switchyard_config_last_reload_success_timestamp_seconds"
+	NameRequestTotal              = "inference_objective_request_total"
+	NameRequestErrorTotal         = "inference_objective_request_error_total"
+	NameRequestDuration           = "inference_objective_request_duration_seconds"
+	NameRequestSizes              = "inference_objective_request_sizes"
+	NameResponseSizes             = "inference_objective_response_sizes"
+	NameInputTokens               = "inference_objective_input_tokens"
+	NameOutputTokens              = "inference_objective_output_tokens"
+	NamePromptCachedTokens        = "inference_objective_prompt_cached_tokens"
+	NameNormalizedTPOT            = "inference_objective_normalized_time_per_output_token_seconds"
+	NameRequestTTFT               = "inference_objective_request_ttft_seconds"
+	NameRunningRequests           = "inference_objective_running_requests"
+	NameSchedulerE2E              = "inference_extension_scheduler_e2e_duration_seconds"
+	NameSchedulerAttempts         = "inference_extension_scheduler_attempts_total"
+	NameInfo                      = "inference_extension_info"
+	NamePoolAvgKVCache            = "inference_pool_average_kv_cache_utilization"
+	NamePoolAvgQueueSize          = "inference_pool_average_queue_size"
+	NamePoolAvgRunning            = "inference_pool_average_running_requests"
+	NamePoolReadyPods             = "inference_pool_ready_pods"
+	NamePoolPerPodQueueSize       = "inference_pool_per_pod_queue_size"
+	NameLLMDAvgKVCache            = "llm_d_epp_average_kv_cache_utilization"
+	NameLLMDAvgQueueSize          = "llm_d_epp_average_queue_size"
+	NameLLMDAvgRunning            = "llm_d_epp_average_running_requests"
+	NameLLMDReadyEndpoints        = "llm_d_epp_ready_endpoints"
+	NameLLMDPerEndpointQueue      = "llm_d_epp_per_endpoint_queue_size"
+	NameLLMDFlowControlQueue      = "llm_d_epp_flow_control_queue_size"
+	NameRefusals                  = "switchyard_request_refusals_total"
+	NameConfigReloads             = "switchyard_config_reloads_total"
+	NameConfigLastReloadSuccess   = "switchyard_config_last_reload_success_timestamp_seconds"
+	NameExtprocBufferedBytes      = "switchyard_extproc_buffered_bytes"
+	NameExtprocBufferedBytesLimit = "switchyard_extproc_buffered_bytes_limit"
 )
 
 // Error codes of inference_objective_request_error_total{error_code}: GIE's
 // names (pkg/common/error in GIE v1.5.0) plus RequestEntityTooLarge for the
-// 413 Switchyard answers when a body exceeds its limit. The label is capped
-// at MaxErrorCodes distinct values.
+// 413 Switchyard answers when a body exceeds its limit and RequestTimeout
+// for the 408 when a body does not arrive in time. The label is capped at
+// MaxErrorCodes distinct values.
 const (
 	ErrorCodeUnknown               = "Unknown"
 	ErrorCodeBadRequest            = "BadRequest"
@@ -53,6 +56,7 @@ const (
 	ErrorCodeForbidden             = "Forbidden"
 	ErrorCodeNotFound              = "NotFound"
 	ErrorCodeRequestEntityTooLarge = "RequestEntityTooLarge"
+	ErrorCodeRequestTimeout        = "RequestTimeout"
 	ErrorCodeInternal              = "Internal"
 	ErrorCodeServiceUnavailable    = "ServiceUnavailable"
 	ErrorCodeModelServerError      = "ModelServerError"
@@ -130,6 +134,7 @@ type Metrics struct {
 	lastReloadOK   prometheus.Gauge
 	flowQueue      prometheus.Gauge
 	poolCollector  *poolCollector
+	buffer         *bufferCollector
 	infoMu         sync.Mutex
 	now            func() time.Time
 	pairs          sync.Map // pairKey -> *pairSeries
@@ -213,6 +218,7 @@ func New(reg prometheus.Registerer, poolName string) (*Metrics, error) {
 		Help: "Requests held in the flow-control queue; always 0 because Switchyard has no flow-control layer.",
 	}, flowControlLabels))
 	m.poolCollector = registerVec(&r, "inference_pool_*", newPoolCollector())
+	m.buffer = registerVec(&r, NameExtprocBufferedBytes, &bufferCollector{})
 	if r.err != nil {
 		return nil, r.err
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -47,6 +48,7 @@ func useAll(m *Metrics) {
 	m.SetInfo("abc123", "v0.1.0")
 	m.UpdatePool([]PoolSample{{Name: "pod-1", Ready: true, Queue: 1, Running: 2, KVUsage: 0.5}})
 	m.FlowControlQueueSize(0)
+	m.BufferBudget(8<<20, func() int64 { return 4096 })
 }
 
 func gather(t testing.TB, reg prometheus.Gatherer) map[string]*dto.MetricFamily {
@@ -259,6 +261,40 @@ func TestRequestPathValues(t *testing.T) {
 	require.Len(t, fc, 1)
 	assert.Equal(t, 0.0, fc[0].GetGauge().GetValue())
 	assert.Equal(t, 1.0, counterValue(t, f[NameConfigReloads], map[string]string{"result": "success"}))
+}
+
+// TestBufferBudget: the buffer gauges read the attached source at every
+// scrape, are absent before one is attached, and a second Metrics on the
+// same registry (a restarted serving loop) takes the shared collector over.
+func TestBufferBudget(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	a, err := New(reg, "pool-a")
+	require.NoError(t, err)
+	f := gather(t, reg)
+	assert.Nil(t, f[NameExtprocBufferedBytes], "no series before a server attaches")
+	assert.Nil(t, f[NameExtprocBufferedBytesLimit])
+
+	var used atomic.Int64
+	a.BufferBudget(512<<20, used.Load)
+	used.Store(1234)
+	f = gather(t, reg)
+	assert.Equal(t, 1234.0, f[NameExtprocBufferedBytes].GetMetric()[0].GetGauge().GetValue())
+	assert.Equal(t, float64(512<<20), f[NameExtprocBufferedBytesLimit].GetMetric()[0].GetGauge().GetValue())
+	used.Store(0)
+	f = gather(t, reg)
+	assert.Equal(t, 0.0, f[NameExtprocBufferedBytes].GetMetric()[0].GetGauge().GetValue())
+
+	b, err := New(reg, "pool-a")
+	require.NoError(t, err)
+	b.BufferBudget(8<<20, func() int64 { return 77 })
+	f = gather(t, reg)
+	require.Len(t, f[NameExtprocBufferedBytes].GetMetric(), 1)
+	assert.Equal(t, 77.0, f[NameExtprocBufferedBytes].GetMetric()[0].GetGauge().GetValue())
+	assert.Equal(t, float64(8<<20), f[NameExtprocBufferedBytesLimit].GetMetric()[0].GetGauge().GetValue())
+
+	b.BufferBudget(0, nil)
+	f = gather(t, reg)
+	assert.Nil(t, f[NameExtprocBufferedBytes], "detached")
 }
 
 // TestFlowControlQueueExistsAtStart: the llm-d flow-control gauge and the
