@@ -35,6 +35,10 @@ type serveFlags struct {
 	grpcMaxStreams                    uint
 	grpcMaxConnIdle, grpcMaxConnAge   time.Duration
 	grpcMaxConnAgeGrace               time.Duration
+	grpcMaxStreamsTotal               int64
+	maxBuffered                       int64
+	requestBodyTimeout                time.Duration
+	conformanceHeaders                bool
 	metricsAuth, pprof                bool
 	poolName, poolNamespace, poolGrp  string
 	endpointSelector                  string
@@ -98,6 +102,10 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.leaderElection, "ha-enable-leader-election", false, "active-passive leader election (Kubernetes mode)")
 	fs.BoolVar(&f.tracing, "tracing", true, "accepted for GIE compatibility; Switchyard exports no OpenTelemetry traces")
 	fs.Int64Var(&f.maxBody, "max-request-body-bytes", d.MaxRequestBodyBytes, "largest request body accepted (413 above)")
+	fs.Int64Var(&f.maxBuffered, "max-buffered-request-bytes", d.MaxBufferedBytes, "process-wide budget of body bytes held while streams wait for the rest of a body (503 buffer_budget_exhausted beyond); bodies holding more than 256 KiB get three quarters of it, the rest is kept for small requests")
+	fs.DurationVar(&f.requestBodyTimeout, "request-body-timeout", d.RequestBodyTimeout, "longest time from a stream's start until its request body is complete (408 body_timeout after)")
+	fs.Int64Var(&f.grpcMaxStreamsTotal, "grpc-max-streams", d.MaxStreams, "most ext_proc streams open at once over every connection (RESOURCE_EXHAUSTED beyond)")
+	fs.BoolVar(&f.conformanceHeaders, "enable-conformance-test-headers", false, "honour test-epp-endpoint-selection on every request and echo x-conformance-test-served-endpoint to clients (GIE conformance runs and tests only: it lets clients choose the endpoint)")
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", d.ShutdownGrace, "how long shutdown waits for open streams")
 	fs.Uint64Var(&f.seed, "seed", 0, "seed for plugin randomness (0: random)")
 	f.log.register(fs)
@@ -186,6 +194,17 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 	if f.maxBody <= 0 {
 		errs = append(errs, fmt.Sprintf("--max-request-body-bytes: must be positive, got %d", f.maxBody))
 	}
+	if f.maxBuffered <= 0 {
+		errs = append(errs, fmt.Sprintf("--max-buffered-request-bytes: must be positive, got %d", f.maxBuffered))
+	} else if f.maxBody > 0 && f.maxBuffered-f.maxBuffered/4 < f.maxBody {
+		errs = append(errs, fmt.Sprintf("--max-buffered-request-bytes: %d is less than 4/3 of --max-request-body-bytes (%d): a large body may use three quarters of the budget", f.maxBuffered, f.maxBody))
+	}
+	if f.requestBodyTimeout <= 0 {
+		errs = append(errs, fmt.Sprintf("--request-body-timeout: must be positive, got %s", f.requestBodyTimeout))
+	}
+	if f.grpcMaxStreamsTotal <= 0 {
+		errs = append(errs, fmt.Sprintf("--grpc-max-streams: must be positive, got %d", f.grpcMaxStreamsTotal))
+	}
 	if f.msMetricsScheme != "" && f.msMetricsScheme != "http" && f.msMetricsScheme != "https" {
 		errs = append(errs, fmt.Sprintf("--model-server-metrics-scheme: must be http or https, got %q", f.msMetricsScheme))
 	}
@@ -201,6 +220,9 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 			// non-vLLM engines, so Switchyard starts and says what to do.
 			logger.Info("Deprecated flag ignored: configure metric names with core-metrics-extractor engineConfigs", "flag", "--"+name)
 		}
+	}
+	if f.conformanceHeaders {
+		logger.Info("--enable-conformance-test-headers is on: clients can choose the endpoint with test-epp-endpoint-selection; never use it in production")
 	}
 	if f.tracing && set["tracing"] {
 		logger.V(1).Info("--tracing: Switchyard exports no OpenTelemetry traces")
@@ -256,6 +278,10 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 		MetricsStalenessThreshold:        f.staleness,
 		DisableSubsetFilter:              f.disableSubset,
 		MaxRequestBodyBytes:              f.maxBody,
+		MaxBufferedBytes:                 f.maxBuffered,
+		RequestBodyTimeout:               f.requestBodyTimeout,
+		MaxStreams:                       f.grpcMaxStreamsTotal,
+		ConformanceTestHeaders:           f.conformanceHeaders,
 		ShutdownGrace:                    f.shutdownGrace,
 		Seed:                             f.seed,
 		Logger:                           logger,

@@ -42,6 +42,10 @@ func TestServeFlagErrors(t *testing.T) {
 		{"token and API auth", []string{"--pool-name", "p", "--metrics-token-file", "t", "--kubeconfig", "testdata/kubeconfig.yaml"}, "--metrics-token-file and --metrics-endpoint-auth both guard the metrics port"},
 		{"zero streams", []string{"--endpoints-file", "e.yaml", "--grpc-max-concurrent-streams", "0"}, "--grpc-max-concurrent-streams: must be 1..4294967295, got 0"},
 		{"negative idle", []string{"--endpoints-file", "e.yaml", "--grpc-max-connection-idle", "-1s"}, "--grpc-max-connection-idle: must be >= 0 (0: never), got -1s"},
+		{"zero budget", []string{"--endpoints-file", "e.yaml", "--max-buffered-request-bytes", "0"}, "--max-buffered-request-bytes: must be positive, got 0"},
+		{"budget below body", []string{"--endpoints-file", "e.yaml", "--max-buffered-request-bytes", "1048576"}, "--max-buffered-request-bytes: 1048576 is less than 4/3 of --max-request-body-bytes (67108864)"},
+		{"zero body timeout", []string{"--endpoints-file", "e.yaml", "--request-body-timeout", "0s"}, "--request-body-timeout: must be positive, got 0s"},
+		{"zero total streams", []string{"--endpoints-file", "e.yaml", "--grpc-max-streams", "0"}, "--grpc-max-streams: must be positive, got 0"},
 		{"grace without age", []string{"--endpoints-file", "e.yaml", "--grpc-max-connection-age-grace", "5s"}, "--grpc-max-connection-age-grace needs --grpc-max-connection-age"},
 	}
 	// No ambient cluster configuration may leak into the cases.
@@ -96,6 +100,10 @@ func TestServeFlagDefaults(t *testing.T) {
 	require.EqualValues(t, 1000, cfg.GRPCMaxConcurrentStreams)
 	require.Equal(t, 15*time.Minute, cfg.GRPCMaxConnectionIdle)
 	require.Zero(t, cfg.GRPCMaxConnectionAge)
+	require.EqualValues(t, 512<<20, cfg.MaxBufferedBytes)
+	require.Equal(t, time.Minute, cfg.RequestBodyTimeout)
+	require.EqualValues(t, 50000, cfg.MaxStreams)
+	require.False(t, cfg.ConformanceTestHeaders, "clients cannot steer routing by default")
 
 	f, fs = parse("--endpoints-file", "e.yaml", "--grpc-bind-address", "127.0.0.2", "--grpc-health-bind-address", "localhost",
 		"--metrics-bind-address", "[::1]", "--metrics-token-file", "tok", "--enable-pprof")

@@ -132,8 +132,10 @@ func TestOptionsValidation(t *testing.T) {
 		{name: "negative budget", tweak: func(o *extproc.Options) { o.MaxBufferedBytes = -1 },
 			wantErr: "extproc: MaxBufferedBytes must not be negative, got -1"},
 		{name: "budget below the body limit", tweak: func(o *extproc.Options) { o.MaxBufferedBytes = 1 << 20 },
-			wantErr: "extproc: MaxBufferedBytes (1048576) must be at least MaxRequestBodyBytes (67108864)"},
-		{name: "budget equal to the body limit", tweak: func(o *extproc.Options) { o.MaxBufferedBytes, o.MaxRequestBodyBytes = 1<<20, 1<<20 }},
+			wantErr: "extproc: MaxBufferedBytes (1048576) must be at least 4/3 of MaxRequestBodyBytes (67108864): a large body may use three quarters of the budget"},
+		{name: "large tier below the body limit", tweak: func(o *extproc.Options) { o.MaxBufferedBytes, o.MaxRequestBodyBytes = 1<<20, 1<<20 },
+			wantErr: "extproc: MaxBufferedBytes (1048576) must be at least 4/3 of MaxRequestBodyBytes (1048576): a large body may use three quarters of the budget"},
+		{name: "large tier equal to the body limit", tweak: func(o *extproc.Options) { o.MaxBufferedBytes, o.MaxRequestBodyBytes = 4<<20, 3<<20 }},
 		{name: "negative timeout", tweak: func(o *extproc.Options) { o.RequestBodyTimeout = -time.Second },
 			wantErr: "extproc: RequestBodyTimeout must not be negative, got -1s"},
 	}
@@ -172,10 +174,12 @@ func openStream(t testing.TB, h *harness) (extprocv3.ExternalProcessor_ProcessCl
 }
 
 // Many half-open streams (headers and 1 MiB of body, no end_of_stream)
-// against an 8 MiB budget: eight are held, the rest are refused with 503
-// buffer_budget_exhausted, the accounting never exceeds the budget, a
-// normal request is served meanwhile while a chunked one is refused, and
-// closing the held streams brings the accounting back to 0.
+// against an 8 MiB budget: six are held (large holders get three
+// quarters), the rest are refused with 503 buffer_budget_exhausted, the
+// accounting never exceeds the budget, normal requests are served
+// meanwhile (a one-chunk body needs no budget, and a chunked small one
+// takes from the reserve), a large chunked one is refused, and closing the
+// held streams brings the accounting back to 0.
 func TestBufferBudgetHalfOpenStreams(t *testing.T) {
 	const (
 		budget    = 8 << 20
@@ -212,7 +216,8 @@ func TestBufferBudgetHalfOpenStreams(t *testing.T) {
 	}
 	refused := immediate(503, "buffer_budget_exhausted", "ServiceUnavailable",
 		"the endpoint picker holds as many buffered request bytes as it may; retry later")
-	for range streams - budget/perStream {
+	const held = budget * 3 / 4 / perStream
+	for range streams - held {
 		select {
 		case o := <-results:
 			require.NoError(t, o.err)
@@ -223,18 +228,21 @@ func TestBufferBudgetHalfOpenStreams(t *testing.T) {
 			t.Fatal("the streams beyond the budget were not refused")
 		}
 	}
-	require.Eventually(t, func() bool { return pm.buffered(t) == budget }, 5*time.Second, time.Millisecond, "eight streams hold the whole budget")
-	require.Equal(t, float64(streams-budget/perStream), pm.refusals(t, extproc.ReasonBufferExhausted))
+	require.Eventually(t, func() bool { return pm.buffered(t) == held*perStream }, 5*time.Second, time.Millisecond, "six streams hold the large tier")
+	require.Equal(t, float64(streams-held), pm.refusals(t, extproc.ReasonBufferExhausted))
 
 	// A normal request is served meanwhile: its one chunk ends its body
 	// and needs no budget.
 	got := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(completion, true)}, 2)
 	require.Equal(t, routed("127.10.0.1:8000", hv("content-length", strconv.Itoa(len(completion)))).String(), got[0].String())
-	// A request that must wait for more body is refused while the budget
-	// is used up.
-	got = h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(completion[:10], false)}, 1)
+	// A small request in two chunks takes from the reserve and is served.
+	got = h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(completion[:10], false), body(completion[10:], true)}, 2)
+	require.Equal(t, routed("127.10.0.1:8000", hv("content-length", strconv.Itoa(len(completion)))).String(), got[0].String())
+	// A large body that must wait for more is refused while the large
+	// tier is used up.
+	got = h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(chunk[:512<<10], false)}, 1)
 	if diff := cmp.Diff(refused, got[0], protocmp.Transform()); diff != "" {
-		t.Fatalf("chunked request (-want +got):\n%s", diff)
+		t.Fatalf("large chunked request (-want +got):\n%s", diff)
 	}
 	select {
 	case o := <-results:
@@ -248,7 +256,7 @@ func TestBufferBudgetHalfOpenStreams(t *testing.T) {
 	require.Eventually(t, func() bool { return pm.buffered(t) == 0 }, 5*time.Second, time.Millisecond, "closing every stream releases the budget")
 	s.finish()
 	require.LessOrEqual(t, s.max.Load(), int64(budget), "the accounting never exceeds the budget")
-	require.Equal(t, int64(budget), s.max.Load(), "the sampler saw the full budget")
+	require.GreaterOrEqual(t, s.max.Load(), int64(held*perStream), "the sampler saw the large tier full")
 	require.Eventually(t, h.counters.allZero, 5*time.Second, 5*time.Millisecond)
 }
 

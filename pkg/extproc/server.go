@@ -139,11 +139,16 @@ type Options struct {
 	// read), as MaxBufferedResponseBytes does. MaxRequestBodyBytes (413) is
 	// checked first.
 	//
+	// Streams that hold more than 256 KiB may fill only three quarters of
+	// the budget; the last quarter is kept for streams that hold little
+	// (normal requests, done in milliseconds), so a flood of large stalled
+	// bodies cannot starve them.
+	//
 	// The budget counts body bytes; the heap holds somewhat more (slice
 	// growth, gRPC message buffers), so size memory limits with a margin.
-	// 0 means DefaultMaxBufferedBytes; negative is an error; it must not be
-	// below MaxRequestBodyBytes (a body the budget can never hold would be
-	// told to retry forever).
+	// 0 means DefaultMaxBufferedBytes; negative is an error; its large tier
+	// (three quarters) must not be below MaxRequestBodyBytes (a body the
+	// budget can never hold would be told to retry forever).
 	MaxBufferedBytes int64
 	// RequestBodyTimeout is how long a stream may take, from its start
 	// (the first receive), until its request is complete: end_of_stream on
@@ -200,8 +205,8 @@ func New(opts Options) (*Server, error) {
 	case opts.MaxBufferedBytes == 0:
 		opts.MaxBufferedBytes = DefaultMaxBufferedBytes
 	}
-	if opts.MaxBufferedBytes < opts.MaxRequestBodyBytes {
-		return nil, fmt.Errorf("extproc: MaxBufferedBytes (%d) must be at least MaxRequestBodyBytes (%d)", opts.MaxBufferedBytes, opts.MaxRequestBodyBytes)
+	if large := newBudget(opts.MaxBufferedBytes).large; large < opts.MaxRequestBodyBytes {
+		return nil, fmt.Errorf("extproc: MaxBufferedBytes (%d) must be at least 4/3 of MaxRequestBodyBytes (%d): a large body may use three quarters of the budget", opts.MaxBufferedBytes, opts.MaxRequestBodyBytes)
 	}
 	switch {
 	case opts.RequestBodyTimeout < 0:
@@ -210,7 +215,8 @@ func New(opts Options) (*Server, error) {
 		opts.RequestBodyTimeout = DefaultRequestBodyTimeout
 	}
 	s := &Server{opts: opts, m: opts.Metrics, log: opts.Logger, now: opts.Now}
-	s.budget.limit = opts.MaxBufferedBytes
+	b := newBudget(opts.MaxBufferedBytes)
+	s.budget.limit, s.budget.large = b.limit, b.large
 	if s.m == nil {
 		s.m = nopRecorder{}
 	}

@@ -233,7 +233,7 @@ func (st *stream) requestBody(msg *extprocv3.ProcessingRequest, b *extprocv3.Htt
 	}
 	if !eos && len(chunk) > 0 {
 		// The stream will hold this chunk while it waits for the rest.
-		if !st.s.budget.acquire(int64(len(chunk))) {
+		if !st.s.budget.acquire(int64(len(chunk)), st.held) {
 			return st.refuse(&refusal{status: http.StatusServiceUnavailable, reason: ReasonBufferExhausted,
 				message: "the endpoint picker holds as many buffered request bytes as it may; retry later"})
 		}
@@ -572,7 +572,7 @@ func (st *stream) responseBody(msg *extprocv3.ProcessingRequest, b *extprocv3.Ht
 	noBudget := false
 	if !tooLarge && !eos && len(chunk) > 0 {
 		// The stream will hold this chunk until the response ends.
-		if st.s.budget.acquire(int64(len(chunk))) {
+		if st.s.budget.acquire(int64(len(chunk)), st.held) {
 			st.held += int64(len(chunk))
 		} else {
 			noBudget = true

@@ -10,12 +10,15 @@ import (
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
 	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
+	"google.golang.org/grpc/status"
 
 	"github.com/switchyard-ai/switchyard/pkg/server/health"
 	"github.com/switchyard-ai/switchyard/pkg/server/tlsutil"
@@ -87,7 +90,7 @@ func (s *Server) listen() error {
 			MaxConnectionAge:      s.cfg.GRPCMaxConnectionAge,
 			MaxConnectionAgeGrace: s.cfg.GRPCMaxConnectionAgeGrace,
 		}),
-		grpc.ChainStreamInterceptor(s.recoverStream),
+		grpc.ChainStreamInterceptor(s.limitStreams, s.recoverStream),
 	}
 	if s.cfg.SecureServing {
 		var getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)
@@ -179,4 +182,43 @@ func (s *Server) metricsHandler() (http.Handler, error) {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	return guard(mux), nil
+}
+
+// limitStreams bounds the ext_proc streams open at once over every
+// connection (Config.MaxStreams): the per-connection limit alone would let
+// a client that opens many connections hold unbounded streams. A stream
+// beyond the limit fails at once with RESOURCE_EXHAUSTED (the proxy's
+// ext_proc failure mode then applies) and is counted.
+func (s *Server) limitStreams(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
+	limit := s.cfg.MaxStreams
+	if limit <= 0 {
+		limit = DefaultMaxStreams
+	}
+	if n := s.streams.Add(1); n > limit {
+		s.streams.Add(-1)
+		s.streamsRejected.Inc()
+		s.log.V(2).Info("ext_proc stream refused: too many open streams", "limit", limit)
+		return status.Errorf(codes.ResourceExhausted, "the endpoint picker has %d ext_proc streams open, its limit (--grpc-max-streams)", limit)
+	}
+	defer s.streams.Add(-1)
+	return handler(srv, ss)
+}
+
+// registerStreamMetrics exposes the open-stream count and the refusals of
+// limitStreams.
+func (s *Server) registerStreamMetrics() error {
+	s.streamsRejected = prometheus.NewCounter(prometheus.CounterOpts{
+		Name: "switchyard_extproc_streams_rejected_total",
+		Help: "ext_proc streams refused with RESOURCE_EXHAUSTED because --grpc-max-streams streams were open.",
+	})
+	open := prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Name: "switchyard_extproc_streams_open",
+		Help: "ext_proc streams open now, over every connection.",
+	}, func() float64 { return float64(s.streams.Load()) })
+	for _, c := range []prometheus.Collector{s.streamsRejected, open} {
+		if err := s.reg.Register(c); err != nil {
+			return err
+		}
+	}
+	return nil
 }

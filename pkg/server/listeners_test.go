@@ -167,3 +167,52 @@ func TestGRPCMaxConnectionIdle(t *testing.T) {
 	require.Eventually(t, func() bool { return conn.GetState() != connectivity.Ready }, 5*time.Second, 20*time.Millisecond,
 		"an idle connection is closed by the server")
 }
+
+// At most MaxStreams ext_proc streams are open over every connection: one
+// more fails with RESOURCE_EXHAUSTED, whichever connection it comes on,
+// and is counted; a freed slot serves again.
+func TestMaxStreams(t *testing.T) {
+	s, _ := run(t, Config{EndpointsFile: sims(t, 1), MaxStreams: 2})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var open []extprocv3.ExternalProcessor_ProcessClient
+	for range 2 {
+		// A connection each: the per-connection limit does not apply.
+		st, err := extprocv3.NewExternalProcessorClient(dial(t, s.GRPCAddr(), false)).Process(ctx)
+		require.NoError(t, err)
+		require.NoError(t, st.Send(headers(false, ":path", "/v1/completions", ":method", "POST")))
+		open = append(open, st)
+	}
+	require.Eventually(t, func() bool { return s.streams.Load() == 2 }, 5*time.Second, 5*time.Millisecond)
+	third, err := extprocv3.NewExternalProcessorClient(dial(t, s.GRPCAddr(), false)).Process(ctx)
+	require.NoError(t, err)
+	_ = third.Send(headers(false, ":path", "/v1/completions"))
+	_, err = third.Recv()
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+	require.Contains(t, status.Convert(err).Message(), "--grpc-max-streams")
+	require.Equal(t, 1.0, testutilCounter(t, s, "switchyard_extproc_streams_rejected_total"))
+
+	require.NoError(t, open[0].CloseSend())
+	for {
+		if _, err := open[0].Recv(); err != nil {
+			break
+		}
+	}
+	require.Eventually(t, func() bool { return s.streams.Load() == 1 }, 5*time.Second, 5*time.Millisecond)
+	fourth, err := extprocv3.NewExternalProcessorClient(dial(t, s.GRPCAddr(), false)).Process(ctx)
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1", strings.Split(route(t, fourth), ":")[0])
+}
+
+func testutilCounter(t *testing.T, s *Server, name string) float64 {
+	t.Helper()
+	fams, err := s.Registry().Gather()
+	require.NoError(t, err)
+	for _, f := range fams {
+		if f.GetName() == name {
+			return f.GetMetric()[0].GetCounter().GetValue()
+		}
+	}
+	t.Fatalf("no metric %s", name)
+	return 0
+}

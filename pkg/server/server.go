@@ -89,6 +89,23 @@ type Config struct {
 	DisableSubsetFilter bool
 	// MaxRequestBodyBytes bounds request bodies (64 MiB).
 	MaxRequestBodyBytes int64
+	// MaxBufferedBytes is the process-wide budget of request (and buffered
+	// response) body bytes that streams hold while they wait for more
+	// (--max-buffered-request-bytes); 0 means extproc's default (512 MiB).
+	MaxBufferedBytes int64
+	// RequestBodyTimeout bounds the time from a stream's start until its
+	// request body is complete (--request-body-timeout); 0 means extproc's
+	// default (60 s).
+	RequestBodyTimeout time.Duration
+	// ConformanceTestHeaders honours test-epp-endpoint-selection on every
+	// request and echoes x-conformance-test-served-endpoint to the client
+	// (--enable-conformance-test-headers): for GIE's conformance suite and
+	// tests only, never in production.
+	ConformanceTestHeaders bool
+	// MaxStreams bounds the ext_proc streams open at once over all
+	// connections (--grpc-max-streams); beyond it a new stream fails with
+	// RESOURCE_EXHAUSTED. 0 means DefaultMaxStreams.
+	MaxStreams int64
 	// ShutdownGrace bounds the drain of open streams at shutdown (30s).
 	ShutdownGrace time.Duration
 	// MetricsSourceOverride, when set, replaces the metrics-data-source
@@ -136,6 +153,8 @@ type Config struct {
 const (
 	// DefaultGRPCMaxConcurrentStreams is --grpc-max-concurrent-streams.
 	DefaultGRPCMaxConcurrentStreams = 1000
+	// DefaultMaxStreams is --grpc-max-streams.
+	DefaultMaxStreams = 50000
 	// DefaultGRPCMaxConnectionIdle is --grpc-max-connection-idle.
 	DefaultGRPCMaxConnectionIdle = 15 * time.Minute
 )
@@ -149,6 +168,9 @@ func Defaults() Config {
 		MetricsAddr:                      ":9090",
 		SecureServing:                    true,
 		GRPCMaxConcurrentStreams:         DefaultGRPCMaxConcurrentStreams,
+		MaxStreams:                       DefaultMaxStreams,
+		MaxBufferedBytes:                 extproc.DefaultMaxBufferedBytes,
+		RequestBodyTimeout:               extproc.DefaultRequestBodyTimeout,
 		GRPCMaxConnectionIdle:            DefaultGRPCMaxConnectionIdle,
 		PoolName:                         "switchyard",
 		RefreshMetricsInterval:           50 * time.Millisecond,
@@ -212,6 +234,8 @@ type Server struct {
 	tokens                         *tokenauth.Guard   // --metrics-token-file
 	extHealth                      *grpchealth.Server // --health-checking on the ext_proc port
 	draining                       atomic.Bool
+	streams                        atomic.Int64 // open ext_proc streams
+	streamsRejected                prometheus.Counter
 	cfgRead                        atomic.Pointer[[32]byte] // filewatch.Sum of the configuration file last read; nil if it could not be read
 }
 
@@ -262,6 +286,9 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	s.metrics.SetInfo(buildInfo())
+	if err := s.registerStreamMetrics(); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
 
 	gen, err := s.load(nil)
 	if err != nil {
@@ -296,13 +323,16 @@ func New(cfg Config) (*Server, error) {
 		return nil, fmt.Errorf("scraper: %w", err)
 	}
 	s.ext, err = extproc.New(extproc.Options{
-		Runtime:             func() *extproc.Runtime { return s.gen.Load().runtime },
-		Endpoints:           func() extproc.EndpointView { return s.store.Snapshot() },
-		Stats:               endpointStats,
-		Metrics:             s.metrics,
-		Logger:              s.log.WithName("extproc"),
-		MaxRequestBodyBytes: cfg.MaxRequestBodyBytes,
-		DisableSubsetFilter: cfg.DisableSubsetFilter,
+		Runtime:                func() *extproc.Runtime { return s.gen.Load().runtime },
+		Endpoints:              func() extproc.EndpointView { return s.store.Snapshot() },
+		Stats:                  endpointStats,
+		Metrics:                s.metrics,
+		Logger:                 s.log.WithName("extproc"),
+		MaxRequestBodyBytes:    cfg.MaxRequestBodyBytes,
+		MaxBufferedBytes:       cfg.MaxBufferedBytes,
+		RequestBodyTimeout:     cfg.RequestBodyTimeout,
+		ConformanceTestHeaders: cfg.ConformanceTestHeaders,
+		DisableSubsetFilter:    cfg.DisableSubsetFilter,
 	})
 	if err != nil {
 		return nil, err
