@@ -100,7 +100,7 @@ func TestServeFlagDefaults(t *testing.T) {
 	require.EqualValues(t, 1000, cfg.GRPCMaxConcurrentStreams)
 	require.Equal(t, 15*time.Minute, cfg.GRPCMaxConnectionIdle)
 	require.Zero(t, cfg.GRPCMaxConnectionAge)
-	require.EqualValues(t, 512<<20, cfg.MaxBufferedBytes)
+	require.EqualValues(t, 256<<20, cfg.MaxBufferedBytes)
 	require.Equal(t, time.Minute, cfg.RequestBodyTimeout)
 	require.EqualValues(t, 50000, cfg.MaxStreams)
 	require.False(t, cfg.ConformanceTestHeaders, "clients cannot steer routing by default")

@@ -159,7 +159,7 @@ func TestOptionsValidation(t *testing.T) {
 	require.NoError(t, err)
 	require.Equal(t, float64(extproc.DefaultMaxBufferedBytes), pm.gauge(t, metrics.NameExtprocBufferedBytesLimit))
 	require.Equal(t, 0.0, pm.buffered(t))
-	require.Equal(t, int64(512<<20), int64(extproc.DefaultMaxBufferedBytes))
+	require.Equal(t, int64(256<<20), int64(extproc.DefaultMaxBufferedBytes))
 	require.Equal(t, 60*time.Second, extproc.DefaultRequestBodyTimeout)
 }
 

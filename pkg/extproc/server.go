@@ -45,8 +45,9 @@ const (
 	DefaultMaxRequestBodyBytes = 64 << 20
 	// DefaultMaxBufferedBytes is the default process-wide budget of
 	// buffered body bytes (Options.MaxBufferedBytes,
-	// --max-buffered-request-bytes): 512 MiB.
-	DefaultMaxBufferedBytes = 512 << 20
+	// --max-buffered-request-bytes): 256 MiB. The heap under a flood of
+	// stalled bodies is a few times the budget (see Options.MaxBufferedBytes).
+	DefaultMaxBufferedBytes = 256 << 20
 	// DefaultRequestBodyTimeout is the default time a request has to
 	// arrive in full (Options.RequestBodyTimeout, --request-body-timeout).
 	DefaultRequestBodyTimeout = 60 * time.Second

@@ -33,6 +33,12 @@ const (
 	// grpcMaxHeaderListSize bounds a stream's gRPC metadata (the HTTP
 	// request's own headers travel inside the messages).
 	grpcMaxHeaderListSize = 1 << 20
+	// grpcStreamWindow and grpcConnWindow are the HTTP/2 flow-control
+	// windows of the ext_proc listener: a stream may have 256 KiB and a
+	// connection 4 MiB in flight unread (a 200 KB prompt still arrives in
+	// one round trip).
+	grpcStreamWindow = 256 << 10
+	grpcConnWindow   = 4 << 20
 	// handshakeTimeout bounds a new connection's TLS handshake and HTTP/2
 	// preface on the gRPC listeners.
 	handshakeTimeout = 10 * time.Second
@@ -76,6 +82,13 @@ func (s *Server) listen() error {
 		// One ext_proc stream per HTTP request: a proxy opens another
 		// connection when one connection's streams are all in use.
 		grpc.MaxConcurrentStreams(maxStreams),
+		// Fixed flow-control windows (gRPC's dynamic ones grow to 16 MiB
+		// per connection and stream): what a connection's streams have
+		// sent and the EPP not yet read is at most the connection window,
+		// so a client pushing bodies faster than they are refused cannot
+		// make the transport buffer them.
+		grpc.InitialWindowSize(grpcStreamWindow),
+		grpc.InitialConnWindowSize(grpcConnWindow),
 		// Proxies keep long-lived HTTP/2 connections; answer their pings,
 		// refuse abusive ones, drop connections that died silently, and
 		// close (with GOAWAY, so the proxy reconnects cleanly) ones that

@@ -91,7 +91,7 @@ type Config struct {
 	MaxRequestBodyBytes int64
 	// MaxBufferedBytes is the process-wide budget of request (and buffered
 	// response) body bytes that streams hold while they wait for more
-	// (--max-buffered-request-bytes); 0 means extproc's default (512 MiB).
+	// (--max-buffered-request-bytes); 0 means extproc's default (256 MiB).
 	MaxBufferedBytes int64
 	// RequestBodyTimeout bounds the time from a stream's start until its
 	// request body is complete (--request-body-timeout); 0 means extproc's

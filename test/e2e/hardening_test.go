@@ -131,7 +131,7 @@ func TestHardeningHalfOpenStreamsBounded(t *testing.T) {
 		chunk     = 64 << 10
 	)
 	c := startClusterWith(t, 2, clusterOpts{noConformance: true, eppArgs: []string{
-		"--max-buffered-request-bytes", strconv.Itoa(budget), "--request-body-timeout", "30s", "-v", "1"}})
+		"--max-buffered-request-bytes", strconv.Itoa(budget), "--max-request-body-bytes", strconv.Itoa(4 << 20), "--request-body-timeout", "30s", "-v", "1"}})
 	pid := c.epp.cmd.Process.Pid
 	base := procStatusBytes(t, pid, "VmRSS")
 
@@ -208,14 +208,13 @@ func TestHardeningHalfOpenStreamsBounded(t *testing.T) {
 			time.Sleep(50 * time.Millisecond)
 		}
 	}()
-	// The flood: every stream has sent its megabyte (or was refused).
-	floodDone := make(chan struct{})
-	go func() { wg.Wait(); close(floodDone) }()
-	select {
-	case <-floodDone:
-	case <-time.After(25 * time.Second):
-		// Streams within the budget hold their bytes, waiting for the
-		// body's end: they are blocked in Recv until the deadline.
+	// The flood is over when every stream beyond the large tier (three
+	// quarters of the budget) was refused; the others hold their bytes,
+	// waiting for the rest of the body.
+	held := int64(budget * 3 / 4 / perStream)
+	deadline := time.Now().Add(20 * time.Second)
+	for refused.Load() < streams-held && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
 	}
 	time.Sleep(time.Second)
 	stopping.Store(true)
@@ -229,12 +228,16 @@ func TestHardeningHalfOpenStreamsBounded(t *testing.T) {
 	reasons.Range(func(k, _ any) bool { rs = append(rs, k.(string)); return true })
 	t.Logf("streams started %d, refused %d (%v); EPP RSS base %d MiB, sampled peak %d MiB, VmHWM %d MiB; normal requests served %d, failed %d",
 		started.Load(), refused.Load(), rs, base>>20, peak.Load()>>20, hwm>>20, served.Load(), failed.Load())
-	require.Greater(t, refused.Load(), int64(streams/2), "most streams do not fit the budget and are refused")
 	require.Contains(t, rs, "503 buffer_budget_exhausted")
-	// Unbounded, the EPP would hold streams × 1 MiB (a gigabyte); bounded,
-	// the budget plus a generous margin for gRPC's own buffers.
-	limit := base + budget + 256<<20
-	require.Less(t, hwm, limit, "peak resident memory %d MiB exceeds base + budget + 256 MiB = %d MiB", hwm>>20, limit>>20)
+	require.Equal(t, streams-held, refused.Load(), "the streams beyond the large tier are refused, the others held")
+	// Unbounded, the EPP would hold streams × 1 MiB (a gigabyte). Bounded,
+	// it holds the budget's body bytes, and its heap up to a few times that
+	// (slices grown by appending, message buffers, the garbage collector's
+	// headroom, memory freed but not yet returned to the system) plus
+	// transport buffers: base + budget + 512 MiB is generous and still well
+	// below the unbounded gigabyte.
+	limit := base + budget + 512<<20
+	require.Less(t, hwm, limit, "peak resident memory %d MiB exceeds base + budget + 512 MiB = %d MiB", hwm>>20, limit>>20)
 	var fs []string
 	failures.Range(func(k, _ any) bool { fs = append(fs, k.(string)); return true })
 	require.Zero(t, failed.Load(), "normal requests failed during the flood: %v", fs)
@@ -264,10 +267,9 @@ func TestHardeningStalledBodyRefused(t *testing.T) {
 			}
 			r, err := st.Recv()
 			elapsed := time.Since(start)
-			if len(tc.send) == 0 {
-				// Nothing to answer: the stream is ended.
-				require.Error(t, err)
-			} else {
+			// The stream gets the 408 (a stream that sent nothing may
+			// also just be ended).
+			if err == nil || len(tc.send) > 0 {
 				require.NoError(t, err)
 				code, reason := immediate(r)
 				require.Equal(t, http.StatusRequestTimeout, code)
