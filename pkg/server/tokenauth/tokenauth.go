@@ -64,19 +64,29 @@ func ReadToken(path string) (token []byte, raw []byte, err error) {
 	if err != nil {
 		return nil, nil, fmt.Errorf("token file %s: %w", path, err)
 	}
-	if len(raw) > MaxTokenBytes {
-		return nil, nil, fmt.Errorf("token file %s: larger than %d bytes; it should hold one bearer token", path, MaxTokenBytes)
+	token, err = ParseToken(raw)
+	if err != nil {
+		return nil, nil, fmt.Errorf("token file %s: %w", path, err)
 	}
-	token = bytes.TrimSpace(raw)
+	return token, raw, nil
+}
+
+// ParseToken checks a token file's content (see ReadToken) and returns the
+// token, a subslice of raw.
+func ParseToken(raw []byte) ([]byte, error) {
+	if len(raw) > MaxTokenBytes {
+		return nil, fmt.Errorf("larger than %d bytes; it should hold one bearer token", MaxTokenBytes)
+	}
+	token := bytes.TrimSpace(raw)
 	if len(token) < MinTokenBytes {
-		return nil, nil, fmt.Errorf("token file %s: the token is %d bytes long; use at least %d (e.g. openssl rand -hex 32)", path, len(token), MinTokenBytes)
+		return nil, fmt.Errorf("the token is %d bytes long; use at least %d (e.g. openssl rand -hex 32)", len(token), MinTokenBytes)
 	}
 	for i, c := range token {
 		if c <= ' ' || c > '~' {
-			return nil, nil, fmt.Errorf("token file %s: byte %d of the token is %q; a bearer token is printable ASCII without spaces", path, i, c)
+			return nil, fmt.Errorf("byte %d of the token is %q; a bearer token is printable ASCII without spaces", i, c)
 		}
 	}
-	return token, raw, nil
+	return token, nil
 }
 
 func (g *Guard) load() error {
