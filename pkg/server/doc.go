@@ -8,10 +8,10 @@
 // ends: the endpoint source (the endpoints-file watcher, or in Kubernetes
 // mode the pool watch and leader election of package
 // datastore/kubesource, given as Config.Source), the metrics scraper, the
-// pool-metrics refresher, the configuration-file watcher and the
-// certificate reloader. Readiness is: the source has synced the pool, the
-// source lets this replica serve (it leads), and the server is not
-// draining.
+// pool-metrics refresher, the configuration-file watcher, the
+// certificate reloader and the metrics-token watcher. Readiness is: the
+// source has synced the pool, the source lets this replica serve (it
+// leads), and the server is not draining.
 // The request path reads two atomically published values: the endpoint
 // snapshot and the runtime (scheduler and parser format) of the current
 // configuration.
@@ -22,8 +22,24 @@
 // Previous), endpoint state lives in the datastore and is untouched. An
 // invalid file is refused with a log line and
 // switchyard_config_reloads_total{result="failure"}; the last good
-// configuration stays.
+// configuration stays. Once the new configuration serves, the instances of
+// the old one it did not keep are closed (config.Loaded.Release) and their
+// metric series deleted; the serving configuration is closed when Run
+// returns. Configurations are bounded by config.Options' limits (1 MiB,
+// 512 plugins, 64 profiles, 128 references per profile).
+//
+// Listeners (listeners.go) and their bounds: the ext_proc server limits
+// streams per connection (Config.GRPCMaxConcurrentStreams) and in all
+// (Config.MaxStreams, RESOURCE_EXHAUSTED beyond), closes idle connections,
+// bounds handshakes, metadata, messages and flow-control windows; the
+// extproc.Server bounds buffered bytes and the time a request may take to
+// arrive. The metrics port serves /metrics, and /debug/endpoints and
+// /debug/pprof/ (Config.EnablePprof) only behind authentication:
+// Config.MetricsFilter (Kubernetes mode's --metrics-endpoint-auth) or
+// Config.MetricsTokenFile (a static bearer token, watched); without either
+// the debug paths answer 404 and pprof is refused at start.
 //
 // Subpackages: tlsutil (self-signed and reloaded certificates), health
-// (the gRPC health service), metricsauth (--metrics-endpoint-auth). Imported by cmd/epp.
+// (the gRPC health service), metricsauth (--metrics-endpoint-auth),
+// tokenauth (--metrics-token-file). Imported by cmd/epp.
 package server
