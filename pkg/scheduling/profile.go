@@ -28,6 +28,10 @@ type Profile struct {
 	filters []Filter
 	scorers []WeightedScorer
 	picker  Picker
+	// info is what a ProfilePicker is told (nil picker-side when the
+	// picker is a plain Picker).
+	info    PickInfo
+	ppicker ProfilePicker
 
 	filterObs []prometheus.Observer
 	scorerObs []prometheus.Observer
@@ -48,7 +52,10 @@ func NewProfile(name string, filters []Filter, scorers []WeightedScorer, picker 
 			return nil, fmt.Errorf("profile %q: scorer %s: weight must be a finite number >= 0, got %v", name, s.Scorer.TypedName(), s.Weight)
 		}
 		p.scorerObs = append(p.scorerObs, m.observer(PointScorer, s.Scorer))
+		p.info.TotalWeight += s.Weight
 	}
+	p.info.Profile, p.info.Scorers = name, len(scorers)
+	p.ppicker, _ = picker.(ProfilePicker)
 	return p, nil
 }
 
@@ -83,7 +90,12 @@ func (p *Profile) Run(ctx context.Context, req *Request, candidates []*Endpoint)
 		return nil, err
 	}
 	start := time.Now()
-	res := p.picker.Pick(ctx, req, scored)
+	var res *ProfileResult
+	if p.ppicker != nil {
+		res = p.ppicker.PickInProfile(ctx, req, scored, p.info)
+	} else {
+		res = p.picker.Pick(ctx, req, scored)
+	}
 	p.pickerObs.Observe(time.Since(start).Seconds())
 	clear(scored) // drop endpoint references held by the pool
 	if res == nil || len(res.Targets) == 0 {

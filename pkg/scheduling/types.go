@@ -1,6 +1,7 @@
 package scheduling
 
 import (
+	"hash/maphash"
 	"net"
 	"strconv"
 	"sync"
@@ -56,6 +57,7 @@ type Metrics struct {
 // plugins must not modify anything reachable from them.
 type Endpoint struct {
 	key      string
+	keyHash  uint64
 	hostPort string
 	meta     EndpointMetadata
 	metrics  Metrics
@@ -75,6 +77,7 @@ func NewEndpoint(meta EndpointMetadata, metrics Metrics, attrs map[string]any) *
 	}
 	return &Endpoint{
 		key:      key,
+		keyHash:  maphash.String(keySeed, key),
 		hostPort: net.JoinHostPort(meta.Address, strconv.Itoa(meta.Port)),
 		meta:     meta,
 		metrics:  metrics,

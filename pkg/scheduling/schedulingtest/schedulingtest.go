@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,6 +101,31 @@ func (b *EndpointBuilder) Attr(name string, v any) *EndpointBuilder {
 	}
 	b.attrs[name] = v
 	return b
+}
+
+// Weight sets the endpoint's weight (scheduling.WeightKey).
+func (b *EndpointBuilder) Weight(w int) *EndpointBuilder {
+	return b.Attr(scheduling.WeightKey.Name(), w)
+}
+
+// Load sets the endpoint's live accounting (scheduling.LoadKey).
+func (b *EndpointBuilder) Load(l scheduling.EndpointLoad) *EndpointBuilder {
+	return b.Attr(scheduling.LoadKey.Name(), l)
+}
+
+// Models sets the models the endpoint declares (scheduling.ModelsKey).
+func (b *EndpointBuilder) Models(entries ...scheduling.ModelEntry) *EndpointBuilder {
+	return b.Attr(scheduling.ModelsKey.Name(), &scheduling.EndpointModels{Entries: entries})
+}
+
+// Internal marks the endpoint as reserved for internal callers.
+func (b *EndpointBuilder) Internal() *EndpointBuilder {
+	return b.Attr(scheduling.InternalKey.Name(), true)
+}
+
+// Health sets the endpoint's health state (scheduling.HealthKey).
+func (b *EndpointBuilder) Health(h *scheduling.EndpointHealth) *EndpointBuilder {
+	return b.Attr(scheduling.HealthKey.Name(), h)
 }
 
 // Build returns the endpoint.
@@ -239,3 +265,40 @@ func WithinBinomial(t testing.TB, what string, count, n int, p float64) {
 		t.Errorf("%s: count %d, want %.0f ± %.0f", what, count, mean, 5*sd)
 	}
 }
+
+// FakeLoad is an EndpointLoad whose values tests set directly. Its fields
+// are atomics, so a test may change them while requests run.
+type FakeLoad struct {
+	InFlightN, InFlightTokensN atomic.Int64
+	ServedN, ErrorsN           atomic.Uint64
+	TTFTD, E2ED                atomic.Int64 // nanoseconds
+}
+
+// NewFakeLoad returns a FakeLoad with in-flight requests and an end-to-end
+// latency average.
+func NewFakeLoad(inFlight int64, e2e time.Duration) *FakeLoad {
+	l := &FakeLoad{}
+	l.InFlightN.Store(inFlight)
+	l.E2ED.Store(int64(e2e))
+	return l
+}
+
+// InFlight implements scheduling.EndpointLoad.
+func (l *FakeLoad) InFlight() int64 { return l.InFlightN.Load() }
+
+// InFlightTokens implements scheduling.EndpointLoad.
+func (l *FakeLoad) InFlightTokens() int64 { return l.InFlightTokensN.Load() }
+
+// Served implements scheduling.EndpointLoad.
+func (l *FakeLoad) Served() uint64 { return l.ServedN.Load() }
+
+// Errors implements scheduling.EndpointLoad.
+func (l *FakeLoad) Errors() uint64 { return l.ErrorsN.Load() }
+
+// TTFT implements scheduling.EndpointLoad.
+func (l *FakeLoad) TTFT() time.Duration { return time.Duration(l.TTFTD.Load()) }
+
+// E2E implements scheduling.EndpointLoad.
+func (l *FakeLoad) E2E() time.Duration { return time.Duration(l.E2ED.Load()) }
+
+var _ scheduling.EndpointLoad = (*FakeLoad)(nil)
