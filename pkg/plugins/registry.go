@@ -11,6 +11,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/plugins/parser/passthrough"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/maxscore"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/random"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/roundrobin"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/weightedrandom"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/producer/inflightload"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/profile/single"
@@ -66,5 +67,7 @@ func InTree() *scheduling.Registry {
 		// Parsers.
 		openai.Registration,
 		passthrough.Registration,
+		// issue 10: strategies
+		roundrobin.Registration,
 	)
 }

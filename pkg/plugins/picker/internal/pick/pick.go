@@ -1,6 +1,8 @@
 // Package pick holds what the in-tree pickers share: the maxNumOfEndpoints
-// parameter, top-k selection with uniformly random tie-breaking, and a
-// one-allocation single-target result.
+// parameter, top-k selection with uniformly random tie-breaking, rotation
+// (a lock-free turn counter, and orders that rotate the whole list or the
+// ties of an ascending order, for strategies that own their tie-break),
+// and a one-allocation single-target result.
 //
 // It is not a plugin and registers nothing. Being internal, only the picker
 // plugins under pkg/plugins/picker may import it; plugins of other kinds and
