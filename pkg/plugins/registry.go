@@ -13,6 +13,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/random"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/roundrobin"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/weightedrandom"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/weightedroundrobin"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/producer/inflightload"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/profile/single"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/saturation/concurrency"
@@ -69,5 +70,6 @@ func InTree() *scheduling.Registry {
 		passthrough.Registration,
 		// issue 10: strategies
 		roundrobin.Registration,
+		weightedroundrobin.Registration,
 	)
 }
