@@ -9,6 +9,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/plugins/filter/prefixaffinity"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/parser/openai"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/parser/passthrough"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/leastbusy"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/maxscore"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/random"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/roundrobin"
@@ -71,5 +72,6 @@ func InTree() *scheduling.Registry {
 		// issue 10: strategies
 		roundrobin.Registration,
 		weightedroundrobin.Registration,
+		leastbusy.Registration,
 	)
 }
