@@ -10,6 +10,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/plugins/parser/openai"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/parser/passthrough"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/leastbusy"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/leastlatency"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/maxscore"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/random"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/roundrobin"
@@ -72,6 +73,7 @@ func InTree() *scheduling.Registry {
 		// issue 10: strategies
 		roundrobin.Registration,
 		weightedroundrobin.Registration,
+		leastlatency.Registration,
 		leastbusy.Registration,
 	)
 }
