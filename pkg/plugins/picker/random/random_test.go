@@ -120,3 +120,36 @@ func TestPickConcurrent(t *testing.T) {
 	}
 	wg.Wait()
 }
+
+// TestC13_RandomUniformOverEligibleCandidates: the Random strategy draws
+// uniformly over the eligible candidates (those the profile's filters
+// kept), whatever their scores, and never an ineligible one.
+func TestC13_RandomUniformOverEligibleCandidates(t *testing.T) {
+	const trials = 60000
+	p := newPicker(t, 1)
+	eligible := map[string]bool{"ep-0": true, "ep-2": true, "ep-3": true, "ep-5": true, "ep-6": true}
+	filter := &schedulingtest.FakeFilter{Name: "eligibility", Keep: func(e *scheduling.Endpoint) bool { return eligible[e.Name()] }}
+	scorer := &schedulingtest.FakeScorer{Name: "s", Scores: map[string]float64{"ep-0": 1, "ep-2": 0.9, "ep-5": 0.1}}
+	prof, err := scheduling.NewProfile("default", []scheduling.Filter{filter}, []scheduling.WeightedScorer{{Scorer: scorer, Weight: 5}}, p, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eps := schedulingtest.Endpoints(8, nil)
+	counts := map[string]int{}
+	for range trials {
+		res, err := prof.Run(t.Context(), &scheduling.Request{}, eps)
+		if err != nil {
+			t.Fatal(err)
+		}
+		counts[res.Targets[0].Name()]++
+	}
+	for _, e := range eps {
+		if !eligible[e.Name()] {
+			if counts[e.Name()] != 0 {
+				t.Errorf("ineligible %s was picked %d times", e.Name(), counts[e.Name()])
+			}
+			continue
+		}
+		schedulingtest.WithinBinomial(t, e.Name(), counts[e.Name()], trials, 1./5)
+	}
+}
