@@ -9,6 +9,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/plugins/filter/prefixaffinity"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/parser/openai"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/parser/passthrough"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/consistenthash"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/leastbusy"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/leastlatency"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/maxscore"
@@ -74,6 +75,7 @@ func InTree() *scheduling.Registry {
 		roundrobin.Registration,
 		weightedroundrobin.Registration,
 		leastlatency.Registration,
+		consistenthash.Registration,
 		leastbusy.Registration,
 	)
 }
