@@ -39,6 +39,37 @@
 // itself; a configuration the host refuses after loading it is released
 // against the one that keeps serving; Close releases all at shutdown.
 //
+// # Selection strategies
+//
+// A strategy-picker (strategy, strategyParameters) and an
+// engine-load-picker (baseStrategy, baseStrategyParameters) name a
+// selection strategy of pkg/scheduling/strategies. Before building such a
+// plugin N, the loader builds the strategy's picker type from the
+// strategy's parameters, plus N's maxNumOfEndpoints, as a hidden instance
+// named N/strategy (N/base), which N's factory finds with Handle.Plugin;
+// an EngineLoad strategy has its base in turn (N/strategy/base). Errors of
+// a strategy instance are N's, under the field they come from
+// (`plugins[3] "p" (strategy-picker): parameters: strategyParameters:
+// virtualNodes: must be 1..1000, got 0`); N's other problems are reported
+// with them. Hidden instances are not listed under plugins in the
+// effective configuration: their effective parameters, defaults filled
+// in, appear inside N's. Profiles cannot reference them. A reload keeps a
+// strategy instance whose type and parameters did not change, and keeps N
+// only with the strategy instances it resolved; the replaced ones are
+// released with the configuration.
+//
+// Options.SelectionStrategy (epp's --selection-strategy, else
+// SWITCHYARD_SELECTION_STRATEGY) overrides the strategy of every
+// strategy-picker. In a configuration without one (every GIE and llm-d
+// configuration) it replaces each profile's picker with a strategy-picker
+// of that strategy, named strategy-picker (strategy-picker-<profile> with
+// several profiles), that keeps the replaced picker's maxNumOfEndpoints:
+// the profile's scorers still decide when one endpoint scores clearly
+// highest. Loaded.Notes, also logged on every load, say what changed.
+// Without the option and without a strategy-picker the loader builds
+// exactly what it built before strategies existed (a golden test holds it
+// to that for the default and the GIE v1.5 configurations).
+//
 // # Who imports it
 //
 // cmd/epp and the server. It imports pkg/scheduling and takes the plugin

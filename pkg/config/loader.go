@@ -65,6 +65,17 @@ type Options struct {
 	// MaxProfilePlugins bounds the plugin references of one scheduling
 	// profile; 0 means DefaultMaxProfilePlugins.
 	MaxProfilePlugins int
+
+	// SelectionStrategy, when not empty, is the selection strategy the
+	// user chose outside the file (--selection-strategy, else
+	// SWITCHYARD_SELECTION_STRATEGY), in any spelling strategies.Parse
+	// accepts; an unknown name fails the load. It sets the strategy of
+	// every strategy-picker. A configuration without a strategy-picker
+	// (every GIE and llm-d configuration) gets, in each profile, a
+	// strategy-picker of that strategy in place of the profile's picker,
+	// with the replaced picker's maxNumOfEndpoints; the profile's scorers
+	// keep precedence. Loaded.Notes says what changed.
+	SelectionStrategy string
 }
 
 // Default bounds of a configuration. Every instance costs memory, metric
@@ -122,6 +133,9 @@ type Loaded struct {
 	Warnings []string
 	// Kept names the instances taken over from Options.Previous.
 	Kept []string
+	// Notes say what the loader changed beyond the file's own defaults
+	// (the selection strategy override); the host logs them.
+	Notes []string
 
 	handle   *scheduling.BasicHandle
 	owned    map[string]*instance // every instance, kept ones included
@@ -275,7 +289,11 @@ func Load(data []byte, opts Options) (*Loaded, error) {
 		owned:     map[string]*instance{},
 		failed:    map[string]bool{},
 		specIndex: map[string]int{},
+		hidden:    map[string]string{},
 		out:       &Loaded{FeatureGates: map[string]bool{}, logger: opts.Logger},
+	}
+	if !l.selectionStrategy() {
+		return nil, errs.Err()
 	}
 	l.handle = scheduling.NewHandle(scheduling.HandleOptions{Context: opts.Context, Logger: opts.Logger, Registerer: opts.Registerer, Seed: opts.Seed, APIVersion: cfg.APIVersion})
 	// The instances are found through the configuration from now on.
@@ -285,6 +303,7 @@ func Load(data []byte, opts Options) (*Loaded, error) {
 	l.instantiate()
 	l.addProducers()
 	l.defaultScheduling()
+	l.overrideProfilePickers()
 	l.parser()
 	l.saturationDetector()
 	l.dataLayer()
@@ -334,9 +353,11 @@ type loader struct {
 	handle    *scheduling.BasicHandle
 	instances map[string]scheduling.Plugin
 	owned     map[string]*instance
-	order     []string        // instance names in configuration order
-	failed    map[string]bool // declared, but could not be built
-	specIndex map[string]int  // name -> index in cfg.Plugins
+	order     []string          // instance names in configuration order
+	failed    map[string]bool   // declared, but could not be built
+	specIndex map[string]int    // name -> index in cfg.Plugins
+	hidden    map[string]string // strategy instance -> the plugin it belongs to
+	override  string            // canonical Options.SelectionStrategy
 	out       *Loaded
 }
 
@@ -346,6 +367,9 @@ func (l *loader) warn(format string, args ...any) {
 
 // label names a plugin instance in messages: plugins[3] "my-queue" (queue-scorer).
 func (l *loader) label(name string) string {
+	if parent, ok := l.hidden[name]; ok {
+		return fmt.Sprintf("%s, strategy instance %q", l.label(parent), name)
+	}
 	i, ok := l.specIndex[name]
 	if !ok {
 		return fmt.Sprintf("plugin %q", name)
@@ -401,6 +425,10 @@ func (l *loader) instantiate() {
 			l.errs.Add(field(path, "name"), "duplicate plugin name %q (also plugins[%d]); give each instance its own name", spec.Name, prev)
 			continue
 		}
+		if parent, dup := l.hidden[spec.Name]; dup {
+			l.errs.Add(field(path, "name"), "%q is the name of the strategy instance of %s; give this plugin another name", spec.Name, l.label(parent))
+			continue
+		}
 		l.specIndex[spec.Name] = i
 		l.construct(spec.Name, spec.Type, spec.Parameters)
 	}
@@ -408,42 +436,75 @@ func (l *loader) instantiate() {
 
 // construct builds one instance and reports its errors under its label.
 func (l *loader) construct(name, pluginType string, params json.RawMessage) bool {
-	reg, ok := l.opts.Registry.Lookup(pluginType)
-	if !ok {
+	ok, _ := l.constructAt(name, pluginType, params, site{label: l.label(name)})
+	return ok
+}
+
+// site is where an instance's errors are reported: under the label of the
+// configured plugin, with a prefix naming the parameter a nested strategy
+// instance comes from ("strategyParameters: ").
+type site struct {
+	label, prefix string
+	depth         int // nesting depth of strategy instances
+}
+
+// constructAt builds one instance (and first the strategy instances its
+// parameters name) and reports its errors at s. It reports whether the
+// instance exists afterwards and whether it is a new one (not kept from
+// Options.Previous).
+func (l *loader) constructAt(name, pluginType string, params json.RawMessage, s site) (ok, fresh bool) {
+	reg, found := l.opts.Registry.Lookup(pluginType)
+	if !found {
 		l.failed[name] = true
 		msg := fmt.Sprintf("unknown plugin type %q: Switchyard does not have it", pluginType)
-		if s := l.opts.Registry.Suggest(pluginType); len(s) > 0 {
-			msg += fmt.Sprintf(" (closest known types: %s)", strings.Join(s, ", "))
+		if sug := l.opts.Registry.Suggest(pluginType); len(sug) > 0 {
+			msg += fmt.Sprintf(" (closest known types: %s)", strings.Join(sug, ", "))
 		}
-		l.errs.Add(l.label(name), "%s", msg)
-		return false
+		l.errs.Add(s.label, "%s", msg)
+		return false, false
 	}
 	if reg.Deprecated != "" {
-		l.warn("%s: plugin type %q is deprecated: %s", l.label(name), pluginType, reg.Deprecated)
+		l.warn("%s: plugin type %q is deprecated: %s", s.label, pluginType, reg.Deprecated)
 	}
+	params, nested := l.strategies(name, pluginType, params, s)
 	h := l.handle.ForInstance()
-	p, err := reg.Factory(name, params, h)
+	var handle scheduling.Handle = h
+	if len(nested.stubs) > 0 {
+		// A strategy instance could not be built (its error is reported):
+		// the factory sees a stand-in, so that it still reports the
+		// problems of its own parameters.
+		handle = stubHandle{InstanceHandle: h, stubs: nested.stubs}
+	}
+	p, err := reg.Factory(name, params, handle)
 	if err != nil {
 		h.Cancel()
 		l.failed[name] = true
 		for _, e := range scheduling.Errors(err) {
-			l.errs.Add(l.label(name), "parameters: %v", e)
+			l.errs.Add(s.label, "parameters: %s%v", s.prefix, e)
 		}
-		return false
+		return false, false
 	}
 	in := &instance{plugin: p, typ: p.TypedName().Type, cancel: h.Cancel}
-	if old, ok := l.previous(name, pluginType); ok {
+	if len(nested.stubs) > 0 {
+		in.close(l.opts.Logger, scheduling.CloseInfo{})
+		l.failed[name] = true
+		return false, false
+	}
+	fresh = true
+	// An instance is kept only with the strategy instances it resolved.
+	if old, keep := l.previous(name, pluginType); keep && !nested.fresh {
 		// The duplicate was built to compare parameters; the kept
 		// instance owns the name's series.
 		in.close(l.opts.Logger, scheduling.CloseInfo{Successor: true})
 		in, p = old, old.plugin
 		l.out.Kept = append(l.out.Kept, name)
+		fresh = false
 	}
 	l.handle.AddPlugin(name, p)
 	l.owned[name] = in
 	l.instances[name] = p
 	l.order = append(l.order, name)
-	return true
+	return true, fresh
 }
 
 // previous returns the instance of the replaced configuration to keep in
@@ -590,7 +651,7 @@ func (l *loader) defaultScheduling() {
 	if len(l.cfg.SchedulingProfiles) == 0 {
 		prof := SchedulingProfile{Name: "default"}
 		for _, name := range l.order {
-			if isSchedulingPlugin(l.instances[name]) {
+			if _, hidden := l.hidden[name]; !hidden && isSchedulingPlugin(l.instances[name]) {
 				prof.Plugins = append(prof.Plugins, SchedulingPlugin{PluginRef: name})
 			}
 		}
@@ -601,6 +662,9 @@ func (l *loader) defaultScheduling() {
 	}
 	pickerName := ""
 	for _, name := range l.order {
+		if _, hidden := l.hidden[name]; hidden {
+			continue
+		}
 		if _, ok := l.instances[name].(scheduling.Picker); ok {
 			pickerName = name
 			break
@@ -890,6 +954,11 @@ func (l *loader) build() *scheduling.Scheduler {
 				broken = true
 			}
 			p, ok := l.instances[ref.PluginRef]
+			if parent, hidden := l.hidden[ref.PluginRef]; hidden {
+				l.errs.Add(field(rpath, "pluginRef"), "%q is the strategy instance of %s, which profiles do not reference; reference %q", ref.PluginRef, l.label(parent), parent)
+				broken = true
+				continue
+			}
 			if !ok {
 				l.undefined(field(rpath, "pluginRef"), ref.PluginRef)
 				broken = true
@@ -997,6 +1066,6 @@ func (l *loader) fillParams() {
 		if err != nil || string(raw) == "{}" {
 			continue
 		}
-		spec.Parameters = raw
+		spec.Parameters = l.effectiveNested(spec.Name, spec.Type, raw)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/maxscore"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/random"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/roundrobin"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/strategy"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/weightedrandom"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/weightedroundrobin"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/producer/inflightload"
@@ -77,5 +78,6 @@ func InTree() *scheduling.Registry {
 		leastlatency.Registration,
 		consistenthash.Registration,
 		leastbusy.Registration,
+		strategy.Registration,
 	)
 }

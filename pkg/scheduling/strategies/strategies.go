@@ -1,6 +1,8 @@
 package strategies
 
 import (
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -145,4 +147,46 @@ func matches(canonical string, words []string) bool {
 		start, n = i, n+1
 	}
 	return n == len(words)
+}
+
+// Nested instances. A plugin whose parameters name a strategy (the
+// strategy-picker's strategy, the engine-load-picker's baseStrategy) gets
+// that strategy as a hidden instance of its picker type, built by the
+// configuration loader before the plugin itself and found by the plugin's
+// factory with Handle.Plugin under these names. Plugins never import one
+// another; the names are the contract between the loader and them.
+const (
+	// StrategySuffix names the strategy-picker's strategy instance.
+	StrategySuffix = "/strategy"
+	// BaseSuffix names the engine-load-picker's base strategy instance.
+	BaseSuffix = "/base"
+)
+
+// StrategyInstance returns the name of the strategy instance of the
+// strategy-picker named parent: "parent/strategy".
+func StrategyInstance(parent string) string { return parent + StrategySuffix }
+
+// BaseInstance returns the name of the base strategy instance of the
+// engine-load-picker named parent: "parent/base".
+func BaseInstance(parent string) string { return parent + BaseSuffix }
+
+// CheckNestedParameters checks the shape of a nested strategy's
+// parameters (strategyParameters, baseStrategyParameters): absent, null,
+// or a JSON object without maxNumOfEndpoints, which is the parent's
+// parameter (the parent returns that many endpoints, in its strategy's
+// order). Their content is the nested type's to check. The plugins that
+// hold such parameters call it from their Validate, prefixing the field.
+func CheckNestedParameters(raw json.RawMessage) error {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return nil
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return errors.New("expected an object (the parameters of the strategy's picker type)")
+	}
+	if _, ok := obj["maxNumOfEndpoints"]; ok {
+		return errors.New("maxNumOfEndpoints: not allowed here; set maxNumOfEndpoints on the plugin itself, and its strategy orders that many endpoints")
+	}
+	return nil
 }

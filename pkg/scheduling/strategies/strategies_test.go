@@ -148,3 +148,26 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func TestInstanceNames(t *testing.T) {
+	if got := StrategyInstance("p"); got != "p/strategy" {
+		t.Errorf("StrategyInstance(p) = %q", got)
+	}
+	if got := BaseInstance("p/strategy"); got != "p/strategy/base" {
+		t.Errorf("BaseInstance(p/strategy) = %q", got)
+	}
+}
+
+func TestCheckNestedParameters(t *testing.T) {
+	for _, tt := range []struct{ raw, wantErr string }{
+		{raw: ""}, {raw: "null"}, {raw: " {} "}, {raw: `{"virtualNodes": 3}`},
+		{raw: `[1]`, wantErr: "expected an object"},
+		{raw: `"x"`, wantErr: "expected an object"},
+		{raw: `{"maxNumOfEndpoints": 2}`, wantErr: "maxNumOfEndpoints: not allowed here"},
+	} {
+		err := CheckNestedParameters([]byte(tt.raw))
+		if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+			t.Errorf("CheckNestedParameters(%s) = %v, want %q", tt.raw, err, tt.wantErr)
+		}
+	}
+}

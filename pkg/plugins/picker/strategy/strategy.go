@@ -1,0 +1,292 @@
+// Package strategy provides the strategy-picker: the Continuum Router's
+// selection_strategy as a Switchyard picker, with its scorer precedence
+// (C-02 … C-05).
+//
+// The profile's scorers run first. When they clearly decide, one
+// endpoint's weighted score being strictly the highest and at least
+// scorerThreshold × the profile's total scorer weight, the strategy-picker
+// takes that endpoint. Otherwise its strategy, one of the nine of
+// pkg/scheduling/strategies, chooses among all the scored candidates.
+//
+// A strategy is an ordinary picker type (round-robin-picker, …). The
+// configuration loader builds it from the strategy and strategyParameters
+// parameters as a hidden instance named "<name>/strategy" before the
+// strategy-picker, whose factory finds it with Handle.Plugin; plugins
+// never import each other. The loader also applies the
+// --selection-strategy flag and SWITCHYARD_SELECTION_STRATEGY, which
+// override the strategy parameter (see pkg/config).
+package strategy
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/internal/pick"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling/strategies"
+)
+
+// Type is the plugin type used in configuration.
+const Type = "strategy-picker"
+
+// DefaultScorerThreshold is the default scorerThreshold.
+const DefaultScorerThreshold = 0.3
+
+// Params configures a strategy-picker.
+type Params struct {
+	pick.Params
+	// Strategy names the selection strategy: RoundRobin,
+	// WeightedRoundRobin, LeastLatency, Random, ConsistentHash,
+	// PrefixAwareHash, EngineLoad, LeastBusy or LeastCost, in any case,
+	// PascalCase, snake_case or kebab-case. Default RoundRobin. The
+	// --selection-strategy flag and SWITCHYARD_SELECTION_STRATEGY override
+	// it.
+	Strategy string `json:"strategy"`
+	// StrategyParameters are the parameters of the strategy's picker type
+	// (virtualNodes for ConsistentHash, …), checked as strictly as that
+	// type's own. maxNumOfEndpoints is not one of them: the
+	// strategy-picker's maxNumOfEndpoints applies to its strategy.
+	StrategyParameters json.RawMessage `json:"strategyParameters,omitempty"`
+	// ScorerThreshold is the fraction of the profile's total scorer weight
+	// that an endpoint's weighted score must reach, while being strictly
+	// the highest, for the scorers to decide. 0..1; default 0.3.
+	ScorerThreshold float64 `json:"scorerThreshold"`
+}
+
+// DefaultParams returns the default parameters: one endpoint, RoundRobin,
+// threshold 0.3.
+func DefaultParams() Params {
+	return Params{Params: pick.DefaultParams(), Strategy: strategies.Default, ScorerThreshold: DefaultScorerThreshold}
+}
+
+// Validate reports every invalid parameter, each prefixed by its field
+// path.
+func (p *Params) Validate() error {
+	errs := []error{p.Params.Validate()}
+	if _, _, err := strategies.Parse(p.Strategy); err != nil {
+		errs = append(errs, fmt.Errorf("strategy: %w", err))
+	}
+	if err := strategies.CheckNestedParameters(p.StrategyParameters); err != nil {
+		errs = append(errs, fmt.Errorf("strategyParameters: %w", err))
+	}
+	if !(p.ScorerThreshold >= 0 && p.ScorerThreshold <= 1) {
+		errs = append(errs, fmt.Errorf("scorerThreshold: must be a fraction in 0..1 of the profile's total scorer weight, got %v", p.ScorerThreshold))
+	}
+	return errors.Join(errs...)
+}
+
+// Picker is a strategy-picker instance. It is safe for concurrent use.
+type Picker struct {
+	pick.Base
+	params    Params // effective: Strategy canonical
+	threshold float64
+	strategy  scheduling.Picker
+	pstrategy scheduling.ProfilePicker // strategy, when it is one
+	log       logr.Logger
+
+	metrics            *prometheus.CounterVec
+	byScorers, byStrat prometheus.Counter
+}
+
+// New returns a strategy-picker. Its strategy is the instance named
+// strategies.StrategyInstance(name), which the configuration loader builds
+// before it; New fails when that instance is missing or of another type
+// than the strategy's.
+func New(name string, p Params, h scheduling.Handle) (*Picker, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	base, err := pick.NewBase(Type, name, p.Params, h)
+	if err != nil {
+		return nil, err
+	}
+	name = base.TypedName().Name
+	canonical, pluginType, _ := strategies.Parse(p.Strategy)
+	p.Strategy = canonical
+	nestedName := strategies.StrategyInstance(name)
+	nested, ok := h.Plugin(nestedName)
+	if !ok {
+		return nil, fmt.Errorf("strategy: no %s instance %q: the configuration loader builds it from strategy and strategyParameters", pluginType, nestedName)
+	}
+	if got := nested.TypedName().Type; got != pluginType {
+		return nil, fmt.Errorf("strategy: instance %q is a %s, want a %s for %s", nestedName, got, pluginType, canonical)
+	}
+	strat, ok := nested.(scheduling.Picker)
+	if !ok {
+		return nil, fmt.Errorf("strategy: instance %q (%s) is not a picker", nestedName, pluginType)
+	}
+	vec, err := registerOrReuse(h.Registerer(), prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "switchyard_strategy_decisions_total",
+		Help: "Picks of strategy-picker instances by what chose the primary endpoint: the profile's scorers (one endpoint scored clearly highest) or the selection strategy.",
+	}, []string{"picker", "decided_by"}))
+	if err != nil {
+		return nil, fmt.Errorf("register metrics: %w", err)
+	}
+	pk := &Picker{
+		Base:      base,
+		params:    p,
+		threshold: p.ScorerThreshold,
+		strategy:  strat,
+		log:       h.Logger().WithValues("plugin", name),
+		metrics:   vec,
+		byScorers: vec.WithLabelValues(name, DecidedByScorers),
+		byStrat:   vec.WithLabelValues(name, DecidedByStrategy),
+	}
+	pk.pstrategy, _ = strat.(scheduling.ProfilePicker)
+	return pk, nil
+}
+
+// The values of the decided_by label.
+const (
+	DecidedByScorers  = "scorers"
+	DecidedByStrategy = "strategy"
+)
+
+// Strategy returns the canonical name of the strategy in effect.
+func (p *Picker) Strategy() string { return p.params.Strategy }
+
+// StrategyPicker returns the strategy's picker instance.
+func (p *Picker) StrategyPicker() scheduling.Picker { return p.strategy }
+
+// EffectiveParams returns the parameters with the strategy's canonical
+// name (what `epp validate -o yaml` shows and reloads compare).
+func (p *Picker) EffectiveParams() any { return p.params }
+
+// Pick implements scheduling.Picker. Without a profile's total weight the
+// scorers cannot be judged, so the strategy decides.
+func (p *Picker) Pick(ctx context.Context, req *scheduling.Request, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
+	return p.PickInProfile(ctx, req, scored, scheduling.PickInfo{})
+}
+
+// PickInProfile implements scheduling.ProfilePicker. When one endpoint's
+// weighted score is strictly the highest and at least scorerThreshold ×
+// info.TotalWeight (which must be positive), the scorers decided and that
+// endpoint is the primary target; otherwise the strategy chooses among all
+// of scored. Fallbacks (maxNumOfEndpoints > 1) follow the primary in the
+// strategy's order. Pick may reorder scored.
+func (p *Picker) PickInProfile(ctx context.Context, req *scheduling.Request, scored []scheduling.ScoredEndpoint, info scheduling.PickInfo) *scheduling.ProfileResult {
+	if len(scored) == 0 {
+		return &scheduling.ProfileResult{}
+	}
+	top := p.decided(scored, info.TotalWeight)
+	if top < 0 {
+		p.byStrat.Inc()
+		res := p.runStrategy(ctx, req, scored, info)
+		if l := p.log.V(4); l.Enabled() && len(res.Targets) > 0 {
+			l.Info("Strategy picker: the strategy decided", "strategy", p.params.Strategy, "endpoint", res.Targets[0].String(), "request", requestID(req))
+		}
+		return res
+	}
+	chosen := scored[top]
+	p.byScorers.Inc()
+	if l := p.log.V(4); l.Enabled() {
+		l.Info("Strategy picker: the scorers decided", "endpoint", chosen.Endpoint.String(), "score", chosen.Score,
+			"threshold", p.threshold*info.TotalWeight, "totalWeight", info.TotalWeight, "request", requestID(req))
+	}
+	if p.Max == 1 {
+		return pick.Single(chosen.Endpoint)
+	}
+	rest := p.runStrategy(ctx, req, scored, info).Targets
+	targets := make([]*scheduling.Endpoint, 1, min(p.Max, len(scored)))
+	targets[0] = chosen.Endpoint
+	for _, e := range rest {
+		if len(targets) == cap(targets) {
+			break
+		}
+		if e != chosen.Endpoint {
+			targets = append(targets, e)
+		}
+	}
+	return &scheduling.ProfileResult{Targets: targets}
+}
+
+// decided returns the index of the endpoint the scorers chose, or -1: the
+// unique highest score, if it reaches the threshold of a positive total
+// weight.
+func (p *Picker) decided(scored []scheduling.ScoredEndpoint, totalWeight float64) int {
+	if !(totalWeight > 0) || math.IsInf(totalWeight, 1) {
+		return -1
+	}
+	best, unique := 0, true
+	for i := 1; i < len(scored); i++ {
+		switch s := scored[i].Score; {
+		case s > scored[best].Score:
+			best, unique = i, true
+		case s == scored[best].Score:
+			unique = false
+		}
+	}
+	if !unique || !(scored[best].Score >= p.threshold*totalWeight) {
+		return -1
+	}
+	return best
+}
+
+// runStrategy lets the strategy pick among scored.
+func (p *Picker) runStrategy(ctx context.Context, req *scheduling.Request, scored []scheduling.ScoredEndpoint, info scheduling.PickInfo) *scheduling.ProfileResult {
+	var res *scheduling.ProfileResult
+	if p.pstrategy != nil {
+		res = p.pstrategy.PickInProfile(ctx, req, scored, info)
+	} else {
+		res = p.strategy.Pick(ctx, req, scored)
+	}
+	if res == nil {
+		return &scheduling.ProfileResult{}
+	}
+	return res
+}
+
+func requestID(req *scheduling.Request) string {
+	if req == nil {
+		return ""
+	}
+	return req.ID
+}
+
+// Close implements scheduling.Closer: the instance's decision series are
+// deleted unless an instance of the same name serves on. The strategy
+// instance is closed by the loader, which owns it.
+func (p *Picker) Close(info scheduling.CloseInfo) {
+	if info.Successor {
+		return
+	}
+	name := p.TypedName().Name
+	p.metrics.DeleteLabelValues(name, DecidedByScorers)
+	p.metrics.DeleteLabelValues(name, DecidedByStrategy)
+}
+
+// registerOrReuse registers c, or returns the collector already registered
+// under the same description (another instance, or a configuration
+// reload).
+func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
+	err := reg.Register(c)
+	if err == nil {
+		return c, nil
+	}
+	var are prometheus.AlreadyRegisteredError
+	if errors.As(err, &are) {
+		if existing, ok := are.ExistingCollector.(C); ok {
+			return existing, nil
+		}
+	}
+	return c, err
+}
+
+// Registration registers the strategy-picker.
+var Registration = scheduling.Registration{
+	Type:      Type,
+	Stability: scheduling.Alpha,
+	Factory:   scheduling.Typed(DefaultParams, New),
+}
+
+var (
+	_ scheduling.Picker        = (*Picker)(nil)
+	_ scheduling.ProfilePicker = (*Picker)(nil)
+	_ scheduling.Closer        = (*Picker)(nil)
+)
