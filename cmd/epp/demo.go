@@ -34,6 +34,7 @@ type demoFlags struct {
 	interval   time.Duration
 	traffic    float64
 	duration   time.Duration
+	strategy   string
 	log        logFlags
 }
 
@@ -48,6 +49,7 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&f.interval, "table-interval", time.Second, "refresh period of the endpoint table; 0 hides it")
 	fs.Float64Var(&f.traffic, "traffic", 0, "requests per second of built-in load with shared prompt prefixes (0: none)")
 	fs.DurationVar(&f.duration, "duration", 0, "stop after this long (0: until Ctrl-C)")
+	registerSelectionStrategy(fs, &f.strategy)
 	f.log.register(fs)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: epp demo [flags]\n\nStarts simulated vLLM servers on loopback, the EPP in standalone mode and a gateway,\nand shows how the EPP routes. It logs errors only, unless -v is given. Flags:\n")
@@ -71,6 +73,12 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "epp demo: --time-scale must be positive and --traffic not negative")
 		return 2
 	}
+	strategy, _, err := selectionStrategy(f.strategy)
+	if err != nil {
+		fmt.Fprintf(stderr, "epp demo: %v\n", err)
+		return 2
+	}
+	f.strategy = strategy
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if f.duration > 0 {
@@ -162,6 +170,8 @@ func demo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		EndpointsFile: epFile,
 		PoolName:      "demo",
 		Logger:        logger.WithName("epp"),
+
+		SelectionStrategy: f.strategy,
 	})
 	if err != nil {
 		return err

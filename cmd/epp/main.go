@@ -30,6 +30,10 @@ Usage:
   epp validate [-o yaml|json] FILE...   load each EndpointPickerConfig file exactly as the
                                         server does; print OK, or every error with its path
 
+serve, demo and validate take --selection-strategy NAME (else $SWITCHYARD_SELECTION_STRATEGY):
+the selection strategy of every strategy-picker, or of a strategy-picker in place of each
+profile's picker when the configuration has none.
+
 Run "epp <command> -h" for the flags of a command.
 `
 

@@ -58,6 +58,7 @@ type serveFlags struct {
 	maxBody                           int64
 	shutdownGrace                     time.Duration
 	seed                              uint64
+	selectionStrategy                 string
 	log                               logFlags
 	// Deprecated GIE flags.
 	msMetricsPort                                     int
@@ -108,6 +109,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.conformanceHeaders, "enable-conformance-test-headers", false, "honour test-epp-endpoint-selection on every request and echo x-conformance-test-served-endpoint to clients (GIE conformance runs and tests only: it lets clients choose the endpoint)")
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", d.ShutdownGrace, "how long shutdown waits for open streams")
 	fs.Uint64Var(&f.seed, "seed", 0, "seed for plugin randomness (0: random)")
+	registerSelectionStrategy(fs, &f.selectionStrategy)
 	f.log.register(fs)
 	fs.IntVar(&f.msMetricsPort, "model-server-metrics-port", 0, "deprecated: metrics port of the model servers (0: the serving port)")
 	fs.StringVar(&f.msMetricsScheme, "model-server-metrics-scheme", "", "deprecated: use metrics-data-source's scheme")
@@ -211,6 +213,10 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 	if f.msMetricsPort < 0 || f.msMetricsPort > 65535 {
 		errs = append(errs, fmt.Sprintf("--model-server-metrics-port: must be 0..65535, got %d", f.msMetricsPort))
 	}
+	strategy, strategySource, err := selectionStrategy(f.selectionStrategy)
+	if err != nil {
+		errs = append(errs, err.Error())
+	}
 	if len(errs) > 0 {
 		return server.Config{}, errors.New(strings.Join(errs, "\n"))
 	}
@@ -220,6 +226,9 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 			// non-vLLM engines, so Switchyard starts and says what to do.
 			logger.Info("Deprecated flag ignored: configure metric names with core-metrics-extractor engineConfigs", "flag", "--"+name)
 		}
+	}
+	if strategy != "" {
+		logger.Info("Selection strategy chosen outside the configuration", "strategy", strategy, "from", strategySource)
 	}
 	if f.conformanceHeaders {
 		logger.Info("--enable-conformance-test-headers is on: clients can choose the endpoint with test-epp-endpoint-selection; never use it in production")
@@ -285,6 +294,7 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 		ShutdownGrace:                    f.shutdownGrace,
 		Seed:                             f.seed,
 		Logger:                           logger,
+		SelectionStrategy:                strategy,
 	}
 	if f.metricsPort > 0 {
 		cfg.MetricsAddr = net.JoinHostPort(strings.Trim(f.metricsBind, "[]"), strconv.Itoa(f.metricsPort))

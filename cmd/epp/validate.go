@@ -11,7 +11,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/plugins"
 )
 
-const validateUsage = `Usage: epp validate [-o yaml|json] FILE...
+const validateUsage = `Usage: epp validate [-o yaml|json] [--selection-strategy NAME] FILE...
 
 Loads each EndpointPickerConfig file exactly as the server does and prints
 FILE: OK, or every error with its field path. Warnings go to stderr.
@@ -20,6 +20,10 @@ With -o, stdout carries only the effective configurations, every default
 filled in: YAML documents separated by ---, or JSON (the configuration for
 one file; an object keyed by file name for several). Errors then go to
 stderr.
+
+With --selection-strategy (else $SWITCHYARD_SELECTION_STRATEGY) each file
+is loaded with that strategy, as the server would: notes on stderr say
+what it changes.
 
 Files are held to the bounds the server applies: at most 1 MiB (also once
 YAML aliases are expanded), 512 plugins, 64 scheduling profiles and 128
@@ -36,6 +40,8 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("validate", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	output := fs.String("o", "", "print the effective configuration: yaml or json")
+	var strategyFlag string
+	registerSelectionStrategy(fs, &strategyFlag)
 	fs.Usage = func() {
 		fmt.Fprint(stderr, validateUsage)
 		fs.PrintDefaults()
@@ -66,6 +72,11 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
+	strategy, _, err := selectionStrategy(strategyFlag)
+	if err != nil {
+		fmt.Fprintf(stderr, "epp validate: %v\n", err)
+		return 2
+	}
 	// Reports go to stdout, unless stdout carries configurations.
 	report := stdout
 	if *output != "" {
@@ -75,7 +86,7 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	var configs []*config.EndpointPickerConfig
 	var valid []string
 	for _, file := range files {
-		loaded, err := config.LoadFile(file, config.Options{Registry: plugins.InTree()})
+		loaded, err := config.LoadFile(file, config.Options{Registry: plugins.InTree(), SelectionStrategy: strategy})
 		if err != nil {
 			code = 1
 			var verr *config.ValidationError
@@ -92,6 +103,9 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 		loaded.Close() // only its effective configuration is used
 		for _, w := range loaded.Warnings {
 			fmt.Fprintf(stderr, "%s: warning: %s\n", file, w)
+		}
+		for _, n := range loaded.Notes {
+			fmt.Fprintf(stderr, "%s: note: %s\n", file, n)
 		}
 		if *output == "" {
 			fmt.Fprintf(stdout, "%s: OK\n", file)

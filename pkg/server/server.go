@@ -147,6 +147,11 @@ type Config struct {
 	// Registry (controller-runtime's registry in Kubernetes mode: work
 	// queue, API client and leader-election metrics).
 	Gatherers []prometheus.Gatherer
+	// SelectionStrategy is the selection strategy chosen outside the
+	// configuration (--selection-strategy, else
+	// SWITCHYARD_SELECTION_STRATEGY); empty: the configuration's. It is
+	// config.Options.SelectionStrategy of every load, reloads included.
+	SelectionStrategy string
 }
 
 // Defaults of the ext_proc listener's bounds.
@@ -362,6 +367,8 @@ func (s *Server) load(prev *generation) (*generation, error) {
 		Logger:     s.log.WithName("plugins"),
 		Registerer: s.reg,
 		Seed:       s.cfg.Seed,
+
+		SelectionStrategy: s.cfg.SelectionStrategy,
 	}
 	if prev != nil {
 		opts.Previous = prev.loaded
