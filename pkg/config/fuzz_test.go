@@ -24,6 +24,8 @@ func FuzzLoad(f *testing.F) {
 		f.Add(data)
 	}
 	f.Add([]byte(header + "plugins:\n- type: prefix-cache-scorer\n  parameters: {blockSizeTokens: -1, lruCapacityPerServer: 0}\n"))
+	f.Add([]byte(header + "plugins:\n- name: p\n  type: strategy-picker\n  parameters: {strategy: consistent-hash, strategyParameters: {virtualNodes: 3}, maxNumOfEndpoints: 2}\n"))
+	f.Add([]byte(header + "plugins:\n- name: p\n  type: strategy-picker\n  parameters: {strategy: EngineLoad, strategyParameters: {baseStrategy: LeastBusy}}\n- name: p/strategy\n  type: random-picker\n"))
 	f.Add([]byte("{}"))
 	f.Add([]byte("- a\n- b\n"))
 	reg := plugins.InTree()
