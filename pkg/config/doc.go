@@ -60,7 +60,8 @@
 //
 // Options.SelectionStrategy (epp's --selection-strategy, else
 // SWITCHYARD_SELECTION_STRATEGY) overrides the strategy of every
-// strategy-picker. In a configuration without one (every GIE and llm-d
+// strategy-picker (dropping the file's strategyParameters when it names
+// another strategy: they were written for the file's). In a configuration without one (every GIE and llm-d
 // configuration) it replaces each profile's picker with a strategy-picker
 // of that strategy, named strategy-picker (strategy-picker-<profile> with
 // several profiles), that keeps the replaced picker's maxNumOfEndpoints:

@@ -70,7 +70,8 @@ type Options struct {
 	// user chose outside the file (--selection-strategy, else
 	// SWITCHYARD_SELECTION_STRATEGY), in any spelling strategies.Parse
 	// accepts; an unknown name fails the load. It sets the strategy of
-	// every strategy-picker. A configuration without a strategy-picker
+	// every strategy-picker (without the file's strategyParameters when
+	// the file names another strategy). A configuration without a strategy-picker
 	// (every GIE and llm-d configuration) gets, in each profile, a
 	// strategy-picker of that strategy in place of the profile's picker,
 	// with the replaced picker's maxNumOfEndpoints; the profile's scorers

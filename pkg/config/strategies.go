@@ -100,8 +100,15 @@ func (l *loader) strategies(name, pluginType string, params json.RawMessage, s s
 		}
 	}
 	if kind.overridden && l.override != "" && s.depth == 0 {
-		if strategy != l.override {
-			l.note("%s: strategy %s, chosen by --selection-strategy or %s, replaces %q", s.label, l.override, strategies.EnvVar, strategy)
+		if file, _, err := strategies.Parse(strategy); err != nil || file != l.override {
+			msg := fmt.Sprintf("%s: strategy %s, chosen by --selection-strategy or %s, replaces %q", s.label, l.override, strategies.EnvVar, strategy)
+			if _, set := obj[kind.paramsKey]; set {
+				// They were written for the file's strategy.
+				msg += fmt.Sprintf("; its %s are not used", kind.paramsKey)
+				delete(obj, kind.paramsKey)
+				params = dropKey(params, kind.paramsKey)
+			}
+			l.note("%s", msg)
 		}
 		strategy = l.override
 		params = setKey(params, kind.strategyKey, jsonString(l.override))

@@ -426,16 +426,25 @@ schedulingProfiles:
 	require.Len(t, l.Notes, 1)
 	require.Equal(t, "round-robin-picker", typeOf(l, "q/strategy"))
 
-	// An override fixes a file's unknown strategy, and the override's own
-	// parameters still apply to it (the file's strategyParameters go to the
-	// overriding strategy's type: they must fit it).
+	// An override replaces a file's unknown strategy too.
 	bad := strategyDoc("- name: p\n  type: strategy-picker\n  parameters: {strategy: nope}")
 	_, err = loadWith(t, bad, config.Options{})
 	require.ErrorContains(t, err, `unknown strategy "nope"`)
 	_, err = loadWith(t, bad, config.Options{SelectionStrategy: "random"})
 	require.NoError(t, err)
-	_, err = loadWith(t, strategyDoc("- name: p\n  type: strategy-picker\n  parameters: {strategy: ConsistentHash, strategyParameters: {virtualNodes: 9}}"), config.Options{SelectionStrategy: "round-robin"})
-	require.ErrorContains(t, err, `plugins[1] "p" (strategy-picker): parameters: strategyParameters: unknown field "virtualNodes"`)
+	// The file's strategyParameters were written for the file's strategy:
+	// another strategy does not get them; the same one (in any spelling)
+	// does.
+	hashed := strategyDoc("- name: p\n  type: strategy-picker\n  parameters: {strategy: ConsistentHash, strategyParameters: {virtualNodes: 9}}")
+	l, err = loadWith(t, hashed, config.Options{SelectionStrategy: "round-robin"})
+	require.NoError(t, err)
+	require.Equal(t, "round-robin-picker", typeOf(l, "p/strategy"))
+	require.NotContains(t, pluginParams(t, l.Config, "p"), "strategyParameters")
+	require.Equal(t, []string{`plugins[1] "p" (strategy-picker): strategy RoundRobin, chosen by --selection-strategy or SWITCHYARD_SELECTION_STRATEGY, replaces "ConsistentHash"; its strategyParameters are not used`}, l.Notes)
+	l, err = loadWith(t, hashed, config.Options{SelectionStrategy: "consistent_hash"})
+	require.NoError(t, err)
+	require.Equal(t, map[string]any{"virtualNodes": 9.0}, pluginParams(t, l.Config, "p")["strategyParameters"])
+	require.Empty(t, l.Notes)
 
 	// An unknown override fails the load at once, listing the names.
 	_, err = loadWith(t, doc, config.Options{SelectionStrategy: "bogus"})
