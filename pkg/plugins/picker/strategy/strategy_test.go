@@ -9,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/internal/pick"
@@ -411,4 +412,21 @@ func series(t *testing.T, reg *prometheus.Registry) map[string]float64 {
 		}
 	}
 	return out
+}
+
+func TestMetricsLint(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	p, _ := newPicker(t, DefaultParams(), reg)
+	p.PickInProfile(t.Context(), nil, schedulingtest.Scored(1, 0), scheduling.PickInfo{TotalWeight: 1})
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	problems, err := promlint.NewWithMetricFamilies(fams).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, pr := range problems {
+		t.Errorf("metric %s: %s", pr.Metric, pr.Text)
+	}
 }
