@@ -587,3 +587,87 @@ func TestNoOverrideNoNotes(t *testing.T) {
 	require.NoError(t, yaml.Unmarshal(out, &cfg))
 	require.NotContains(t, string(out), "strategy")
 }
+
+// closingPicker is a round-robin-picker stand-in that records Close.
+type closingPicker struct {
+	name   string
+	closed []scheduling.CloseInfo
+}
+
+func (c *closingPicker) TypedName() scheduling.TypedName {
+	return scheduling.TypedName{Type: "round-robin-picker", Name: c.name}
+}
+func (c *closingPicker) Pick(_ context.Context, _ *scheduling.Request, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
+	return &scheduling.ProfileResult{Targets: []*scheduling.Endpoint{scored[0].Endpoint}}
+}
+func (c *closingPicker) Close(info scheduling.CloseInfo) { c.closed = append(c.closed, info) }
+
+// Strategy instances follow the plugin lifecycle: a kept one is not
+// closed, a replaced one is closed when the new configuration serves, and
+// a failed load closes the ones it built.
+func TestStrategyInstanceLifecycle(t *testing.T) {
+	var built []*closingPicker
+	reg := scheduling.NewRegistry()
+	in := testRegistry()
+	for _, typ := range in.Types() {
+		if typ == "round-robin-picker" {
+			continue
+		}
+		r, _ := in.Lookup(typ)
+		reg.MustRegister(r)
+	}
+	reg.MustRegister(scheduling.Registration{Type: "round-robin-picker", Factory: scheduling.Typed(func() struct {
+		MaxNumOfEndpoints int `json:"maxNumOfEndpoints"`
+	} {
+		return struct {
+			MaxNumOfEndpoints int `json:"maxNumOfEndpoints"`
+		}{1}
+	}, func(name string, _ struct {
+		MaxNumOfEndpoints int `json:"maxNumOfEndpoints"`
+	}, _ scheduling.Handle) (*closingPicker, error) {
+		c := &closingPicker{name: name}
+		built = append(built, c)
+		return c, nil
+	})})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	opts := config.Options{Registry: reg, Context: ctx, Registerer: prometheus.NewRegistry(), Seed: 1}
+	doc := func(strategy string) []byte {
+		return []byte(strategyDoc("- name: p\n  type: strategy-picker\n  parameters: {strategy: " + strategy + "}"))
+	}
+
+	first, err := config.Load(doc("RoundRobin"), opts)
+	require.NoError(t, err)
+	require.Len(t, built, 1)
+	o := opts
+	o.Previous = first
+	same, err := config.Load(doc("round_robin"), o)
+	require.NoError(t, err)
+	require.Len(t, built, 2, "a duplicate is built to compare parameters")
+	require.Equal(t, []scheduling.CloseInfo{{Successor: true}}, built[1].closed, "the duplicate is closed at once")
+	first.Release(same)
+	require.Empty(t, built[0].closed, "the kept strategy instance is not closed")
+
+	// A failed load closes the strategy instance it built, and not the
+	// serving one.
+	o.Previous = same
+	_, err = config.Load(doc("RoundRobin, scorerThreshold: 5"), o)
+	require.Error(t, err)
+	require.Len(t, built, 3)
+	require.Equal(t, []scheduling.CloseInfo{{Successor: true}}, built[2].closed, "a duplicate of the serving instance")
+	_, err = config.Load(doc("RoundRobin, maxNumOfEndpoints: 2, scorerThreshold: 5"), o)
+	require.Error(t, err)
+	require.Len(t, built, 4)
+	require.Equal(t, []scheduling.CloseInfo{{Successor: true}}, built[3].closed, "a new instance, closed with the failed load (the serving one of its name goes on)")
+	require.Empty(t, built[0].closed)
+
+	// Another strategy: the old instance is closed once the new
+	// configuration serves, with no successor of its type.
+	next, err := config.Load(doc("LeastBusy"), o)
+	require.NoError(t, err)
+	require.Empty(t, built[0].closed)
+	same.Release(next)
+	require.Equal(t, []scheduling.CloseInfo{{Successor: false}}, built[0].closed)
+	next.Close()
+	require.Len(t, built[0].closed, 1, "closed once")
+}
