@@ -304,7 +304,11 @@ func Load(data []byte, opts Options) (*Loaded, error) {
 	l.instantiate()
 	l.addProducers()
 	l.defaultScheduling()
-	l.overrideProfilePickers()
+	if l.overrideProfilePickers() && l.errs.Len() == 0 {
+		// The strategies added may consume data no configured plugin
+		// produces yet.
+		l.addProducers()
+	}
 	l.parser()
 	l.saturationDetector()
 	l.dataLayer()

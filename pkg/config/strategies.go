@@ -169,14 +169,14 @@ func (l *loader) taken(name string) bool {
 // replaced by a strategy-picker of the chosen strategy with the replaced
 // picker's maxNumOfEndpoints, the profile's scorers keeping precedence.
 // (With a strategy-picker declared, the override sets its strategy
-// instead; see strategies.)
-func (l *loader) overrideProfilePickers() {
+// instead; see strategies.) It reports whether it added instances.
+func (l *loader) overrideProfilePickers() (added bool) {
 	if l.override == "" || l.anyFailed() {
-		return
+		return false
 	}
 	for _, spec := range l.cfg.Plugins {
 		if spec.Type == StrategyPickerType {
-			return
+			return false
 		}
 	}
 	for i := range l.cfg.SchedulingProfiles {
@@ -203,14 +203,16 @@ func (l *loader) overrideProfilePickers() {
 			l.cfg.Plugins = append(l.cfg.Plugins, PluginSpec{Name: name, Type: StrategyPickerType, Parameters: params})
 			l.specIndex[name] = len(l.cfg.Plugins) - 1
 			if !l.construct(name, StrategyPickerType, params) {
-				return
+				return false
 			}
+			added = true
 			l.note("schedulingProfiles[%d] %q: its picker %s is replaced by the %s %q with strategy %s (chosen by --selection-strategy or %s) and maxNumOfEndpoints %d; the profile's scorers decide first when one endpoint scores clearly highest",
 				i, prof.Name, p.TypedName(), StrategyPickerType, name, l.override, strategies.EnvVar, maxN)
 			ref.PluginRef = name
 			break // one picker per profile
 		}
 	}
+	return added
 }
 
 // effectiveNested returns a plugin's effective parameters with its

@@ -671,3 +671,34 @@ func TestStrategyInstanceLifecycle(t *testing.T) {
 	next.Close()
 	require.Len(t, built[0].closed, 1, "closed once")
 }
+
+// consumingPicker stands in for a strategy that reads per-request data
+// (the prefix producer's matches) and names its default producer.
+type consumingPicker struct{ stubEngineLoad }
+
+func (c *consumingPicker) TypedName() scheduling.TypedName {
+	return scheduling.TypedName{Type: "least-cost-picker", Name: c.name}
+}
+func (c *consumingPicker) Consumes() []string { return []string{scheduling.PrefixMatchKey.Name()} }
+func (c *consumingPicker) DefaultProducer(string) (string, []byte, bool) {
+	return "approx-prefix-cache-producer", nil, true
+}
+
+// The producers a strategy put in by the override needs are added, as
+// for any configured consumer.
+func TestOverrideAddsTheProducersItsStrategyNeeds(t *testing.T) {
+	reg := testRegistry("least-cost-picker")
+	reg.MustRegister(scheduling.Registration{Type: "least-cost-picker", Factory: scheduling.Typed(func() stubEngineLoadParams {
+		return stubEngineLoadParams{MaxNumOfEndpoints: 1, BaseStrategy: strategies.RoundRobin}
+	}, func(name string, _ stubEngineLoadParams, _ scheduling.Handle) (*consumingPicker, error) {
+		return &consumingPicker{stubEngineLoad{name: name}}, nil
+	})})
+	doc := header + "plugins:\n- type: queue-scorer\n- type: max-score-picker\n"
+	l, err := loadWith(t, doc, config.Options{Registry: reg})
+	require.NoError(t, err)
+	require.NotContains(t, l.Plugins, "approx-prefix-cache-producer")
+	l, err = loadWith(t, doc, config.Options{Registry: reg, SelectionStrategy: "least_cost"})
+	require.NoError(t, err)
+	require.Equal(t, "least-cost-picker", typeOf(l, "strategy-picker/strategy"))
+	require.Contains(t, l.Plugins, "approx-prefix-cache-producer")
+}
