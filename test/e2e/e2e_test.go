@@ -59,6 +59,13 @@ type cluster struct {
 type clusterOpts struct {
 	// faults[i], when set, is sim-i's --metrics-fault.
 	faults []string
+	// simArgs[i] are more flags of sim-i.
+	simArgs [][]string
+	// endpointYAML[i] is more of sim-i's endpoints-file entry, as
+	// "key: value" lines (indented by the caller's two spaces).
+	endpointYAML []string
+	// config, when set, is the EPP's configuration (--config-file).
+	config string
 	// eppArgs are more EPP flags.
 	eppArgs []string
 	// noConformance leaves out --enable-conformance-test-headers (the
@@ -89,6 +96,9 @@ func startClusterWith(t *testing.T, sims int, o clusterOpts) *cluster {
 		if i < len(o.faults) && o.faults[i] != "" {
 			args = append(args, "--metrics-fault", o.faults[i])
 		}
+		if i < len(o.simArgs) {
+			args = append(args, o.simArgs[i]...)
+		}
 		p := startProc(t, name, "modelsim", args...)
 		addr := p.waitFor(t, simAddrRE)
 		c.sims = append(c.sims, p)
@@ -96,6 +106,11 @@ func startClusterWith(t *testing.T, sims int, o clusterOpts) *cluster {
 		host, port, err := net.SplitHostPort(addr)
 		require.NoError(t, err)
 		fmt.Fprintf(&eps, "- name: %s\n  address: %s\n  port: %s\n  labels: {app: modelsim}\n", name, host, port)
+		if i < len(o.endpointYAML) && o.endpointYAML[i] != "" {
+			for line := range strings.SplitSeq(strings.TrimSpace(o.endpointYAML[i]), "\n") {
+				fmt.Fprintf(&eps, "  %s\n", line)
+			}
+		}
 	}
 	dir := t.TempDir()
 	epFile := filepath.Join(dir, "endpoints.yaml")
@@ -112,6 +127,11 @@ func startClusterWith(t *testing.T, sims int, o clusterOpts) *cluster {
 		"--zap-encoder", "json", "-v", "3", "--seed", "7"}
 	if !o.noConformance {
 		args = append(args, "--enable-conformance-test-headers")
+	}
+	if o.config != "" {
+		cfgFile := filepath.Join(dir, "config.yaml")
+		require.NoError(t, os.WriteFile(cfgFile, []byte(o.config), 0o600))
+		args = append(args, "--config-file", cfgFile)
 	}
 	c.epp = startProc(t, "epp", "epp", append(args, o.eppArgs...)...)
 	serving := c.epp.waitFor(t, regexp.MustCompile(`"msg":"Switchyard serving".*"extProc":"([^"]+)"`))
