@@ -174,13 +174,15 @@ const slotRunning = -1
 
 // reqState is what the breaker remembers of one request.
 type reqState struct {
-	// primary is the endpoint the request was forwarded to first.
-	primary *state
-	gen     uint64
-	slot    int // the trial slot it runs in, or -1
-	token   int64
-	start   time.Time
-	ttft    time.Duration // 0 until the first chunk of a streamed response
+	// primary is the endpoint the request was forwarded to first, at
+	// primaryAddr (host:port, as the gateway reports the served one).
+	primary     *state
+	primaryAddr string
+	gen         uint64
+	slot        int // the trial slot it runs in, or -1
+	token       int64
+	start       time.Time
+	ttft        time.Duration // 0 until the first chunk of a streamed response
 	// reservations are the trial slots the Filter reserved (usually none).
 	reservations []reservation
 }
@@ -409,6 +411,9 @@ func (b *Breaker) PreRequest(_ context.Context, req *scheduling.Request, result 
 		rs.slot = -1
 	}
 	rs.primary, rs.start, rs.ttft = ps, now, 0
+	if primary != nil {
+		rs.primaryAddr = primary.HostPort()
+	}
 	for _, r := range rs.reservations {
 		if r.s == ps && rs.slot < 0 && r.s.confirm(r.slot, r.token) {
 			rs.slot = r.slot
@@ -485,10 +490,13 @@ func (b *Breaker) ResponseComplete(_ context.Context, req *scheduling.Request, r
 		return // the client went away: says nothing about the endpoint
 	}
 	now := b.now()
-	if resp.Served != "" && target != nil && target.Key() != p.key {
+	if resp.Served != "" && resp.Served != rs.primaryAddr {
 		// The gateway fell back: the primary refused or failed the
 		// connection; the endpoint that served answered for itself.
 		b.outcome(p, rs.gen, "connect failure (the gateway fell back to "+resp.Served+")", now)
+		if target == nil || target.HostPort() != resp.Served {
+			return // the host did not say which endpoint that is
+		}
 		if s := b.stateOf(target); s != nil {
 			s.mu.Lock()
 			gen := s.gen
