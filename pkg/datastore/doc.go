@@ -15,12 +15,22 @@
 // Every change is published as a new *Snapshot behind an atomic pointer:
 // Store.Snapshot is one atomic load, with no lock and no allocation, and a
 // snapshot never changes once published. Snapshot.All lists every endpoint
-// by name; Ready lists the endpoints with fresh metrics; ByHostPort, ByIP
-// and Lookup find endpoints by address or key. Endpoints are
-// *scheduling.Endpoint values carrying three attributes: StatsKey (the
-// endpoint's *EndpointStats, the same pointer for the endpoint's whole
-// life), WeightKey (EndpointSpec.Weight) and EngineKey (the engine whose
-// metric names the scraper reads).
+// by name; Routable lists the endpoints requests may go to (see
+// Eligibility below) and is what the request path reads; Ready lists the
+// endpoints with fresh metrics, whatever their health (kept for callers
+// that mean only that); ByHostPort, ByIP and Lookup find endpoints by
+// address or key.
+//
+// Endpoints are *scheduling.Endpoint values carrying the endpoint data of
+// pkg/scheduling, which plugins read without importing this package:
+// scheduling.LoadKey (the endpoint's *EndpointStats, the same pointer for
+// the endpoint's whole life; StatsKey reads the same attribute with its
+// concrete type), scheduling.WeightKey (EndpointSpec.Weight; WeightKey is
+// the same key), scheduling.ModelsKey (EndpointSpec.Models, absent when
+// the endpoint declares none), scheduling.InternalKey (set when
+// EndpointSpec.Internal is), scheduling.HealthKey (the endpoint's
+// *scheduling.EndpointHealth, one per endpoint for its life) and EngineKey
+// (the engine whose metric names the scraper reads).
 //
 // Endpoint-set changes (Replace, Upsert, Delete, SetSynced) publish at
 // once. Scrape results are coalesced: ReportScrape only records them, and
@@ -66,19 +76,53 @@
 // SetScrapingEnabled(false) — the default — makes every endpoint ready and
 // none stale.
 //
+// # Eligibility
+//
+// Freshness says whether an endpoint's metrics can be trusted; eligibility
+// says whether it may take requests at all. Each endpoint's
+// *scheduling.EndpointHealth holds two verdicts that plugins write: the
+// active health check's (active-health-check: ProbeUnhealthy after
+// unhealthyThreshold failed probes) and the circuit breaker's
+// (circuit-breaker: open after consecutive failures, for an interval,
+// then half-open). An endpoint is eligible when EndpointHealth.Eligible
+// says so at publish: not unhealthy, breaker not open (an open breaker
+// whose interval ended reads as half-open, which is eligible). The
+// setters are lock-free and may run on the request path: a change sets a
+// flag and wakes RunPublisher without blocking, which republishes off the
+// request path within the publisher's gap; the publisher's sweep also
+// republishes when an open breaker's interval ends, since eligibility
+// changes with time then.
+//
+// Snapshot.Routable is computed at publish, a precomputed slice like
+// Ready: the eligible endpoints with fresh metrics. Fail-open applies to
+// freshness only, and only among the eligible: if some endpoint is
+// eligible but none of those is fresh, Routable holds every eligible
+// endpoint (RoutableFailOpen reports it). It never re-admits an
+// ineligible endpoint: when none is eligible, Routable is empty and the
+// request path answers 503. A stale endpoint that a health check or
+// breaker took out thus stays out however the metrics fare, and a pool
+// whose metrics all fail still serves from its healthy endpoints.
+// Snapshot.OutOfRotation says why an endpoint is not routable (unhealthy,
+// breaker_open, stale); /debug/endpoints shows it.
+//
 // # Identity and statistics
 //
 // Store keys endpoints by EndpointSpec.Name, which is unique in the pool;
 // Delete, Stats, ScrapeStatus and Snapshot.Lookup accept the name or the
 // key Endpoint.Key() gives ("namespace/name"). An endpoint's identity is
 // its namespace, name, address and port: while it is unchanged, Replace and
-// Upsert keep the endpoint's metrics, scrape status and EndpointStats
-// (label, weight, engine or metrics-port changes are updates). When the
-// identity changes, or the endpoint leaves, the OnRemoved callbacks get its
-// key so that per-endpoint state elsewhere (prefix index, in-flight
-// counters) can be dropped.
+// Upsert keep the endpoint's metrics, scrape status, EndpointStats and
+// EndpointHealth (label, weight, engine, models, internal or metrics-port
+// changes are updates). When the identity changes, or the endpoint
+// leaves, the OnRemoved callbacks get its key so that per-endpoint state
+// elsewhere (prefix index, breaker counters) can be dropped.
 //
-// EndpointStats counts requests in flight (and their tokens), requests
+// EndpointStats is the one source of truth for the requests this picker
+// has in flight on an endpoint: the ext_proc server counts a request on
+// the endpoint that serves it (moving it when the gateway falls back to
+// another endpoint of the list), and plugins read it through
+// scheduling.LoadKey (the inflight-load-producer is a view over it).
+// It counts requests in flight (and their tokens), requests
 // served and failed, and keeps exponentially weighted moving averages
 // (alpha EWMAAlpha = 0.2) of time to first token and end-to-end latency.
 // All updates are atomic; the averages use compare-and-swap loops.

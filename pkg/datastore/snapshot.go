@@ -34,7 +34,40 @@ type Snapshot struct {
 	// load unknown (ScrapeStatus.LoadUnknown); they are among the stale.
 	loadUnknownCount int
 	failOpen         bool
+
+	// rotation is parallel to all: why an endpoint is not in routable
+	// (rotIn when it is fresh and eligible).
+	rotation         []rotation
+	routable         []*scheduling.Endpoint
+	routableFailOpen bool
+	ineligibleCount  int
 }
+
+// rotation is an endpoint's place in the rotation at publish.
+type rotation uint8
+
+const (
+	rotIn          rotation = iota // eligible and fresh
+	rotStale                       // eligible, metrics not fresh
+	rotUnhealthy                   // the active health check failed it
+	rotBreakerOpen                 // its circuit breaker is open
+)
+
+// Reasons OutOfRotation gives (a closed set, used as label values and on
+// /debug/endpoints).
+const (
+	// OutUnhealthy: the active health check took the endpoint out
+	// (scheduling.IneligibleUnhealthy).
+	OutUnhealthy = scheduling.IneligibleUnhealthy
+	// OutBreakerOpen: the endpoint's circuit breaker is open
+	// (scheduling.IneligibleBreakerOpen).
+	OutBreakerOpen = scheduling.IneligibleBreakerOpen
+	// OutStale: eligible, but its metrics are not fresh while another
+	// eligible endpoint's are.
+	OutStale = "stale"
+	// OutNotInPool: the snapshot does not hold the endpoint.
+	OutNotInPool = "not_in_pool"
+)
 
 // index holds lookups that depend only on the endpoint set, shared by the
 // snapshots published while the set does not change.
@@ -90,6 +123,52 @@ func (sn *Snapshot) Ready() []*scheduling.Endpoint { return sn.ready }
 // FailOpen reports whether Ready returns every endpoint because none had
 // fresh metrics.
 func (sn *Snapshot) FailOpen() bool { return sn.failOpen }
+
+// Routable returns the endpoints requests may go to, in name order: those
+// eligible when the snapshot was published (scheduling.EndpointHealth.
+// Eligible: not failed by the active health check, circuit breaker not
+// open) whose metrics were fresh. If some endpoint is eligible but none
+// of the eligible ones is fresh, it returns every eligible endpoint
+// (fail-open on freshness, RoutableFailOpen reports it). Fail-open never
+// re-admits an ineligible endpoint: if none is eligible, nothing is
+// routable and Routable is empty. The request path reads this slice; it
+// is computed once per publish. Read-only.
+func (sn *Snapshot) Routable() []*scheduling.Endpoint { return sn.routable }
+
+// RoutableFailOpen reports whether Routable holds eligible endpoints with
+// stale metrics because no eligible endpoint had fresh ones.
+func (sn *Snapshot) RoutableFailOpen() bool { return sn.routableFailOpen }
+
+// IneligibleCount returns the number of endpoints out of rotation for
+// health (OutUnhealthy) or an open breaker (OutBreakerOpen) when the
+// snapshot was published.
+func (sn *Snapshot) IneligibleCount() int { return sn.ineligibleCount }
+
+// OutOfRotation reports why e is not in Routable (OutUnhealthy,
+// OutBreakerOpen, OutStale, or OutNotInPool for an endpoint the snapshot
+// does not hold), or "" when it is routable. Endpoints are matched by
+// key, as Stale matches them.
+func (sn *Snapshot) OutOfRotation(e *scheduling.Endpoint) string {
+	if e == nil || sn.idx == nil {
+		return OutNotInPool
+	}
+	i, ok := sn.idx.byKey[e.Key()]
+	if !ok {
+		return OutNotInPool
+	}
+	switch sn.rotation[i] {
+	case rotUnhealthy:
+		return OutUnhealthy
+	case rotBreakerOpen:
+		return OutBreakerOpen
+	case rotStale:
+		if sn.routableFailOpen {
+			return ""
+		}
+		return OutStale
+	}
+	return ""
+}
 
 // Len returns the number of endpoints.
 func (sn *Snapshot) Len() int { return len(sn.all) }

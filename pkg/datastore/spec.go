@@ -3,6 +3,7 @@ package datastore
 import (
 	"fmt"
 	"maps"
+	"math"
 	"net"
 	"net/netip"
 	"slices"
@@ -13,10 +14,25 @@ import (
 
 	"github.com/switchyard-ai/switchyard/pkg/fielderr"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/datalayer/coremetrics"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
 // MaxWeight is the largest accepted EndpointSpec.Weight.
 const MaxWeight = 1_000_000
+
+// Bounds of an endpoint's model declarations (EndpointSpec.Models): every
+// entry is searched on requests that name a model, and the declarations
+// come from files and pod annotations that outsiders may write.
+const (
+	// MaxModels is the most models one endpoint declares.
+	MaxModels = 256
+	// MaxAliases is the most aliases one model entry has.
+	MaxAliases = 64
+	// MaxModelNameBytes bounds a model name or alias.
+	MaxModelNameBytes = 256
+	// MaxPrice bounds a price, in USD per 1M tokens.
+	MaxPrice = 1_000_000
+)
 
 // EndpointSpec describes one model-server endpoint as an endpoint source
 // (the endpoints file, or the Kubernetes pod watch) knows it.
@@ -53,6 +69,15 @@ type EndpointSpec struct {
 	// triton-tensorrt-llm or a configured engine); "" means the engine is
 	// chosen from Labels by the extractor's engine label.
 	Engine string
+	// Models are the models the endpoint declares it serves, with their
+	// aliases and prices (at most MaxModels entries). Empty means it
+	// declares none and serves every model. Names and aliases are unique
+	// within the endpoint. Published as scheduling.ModelsKey.
+	Models []scheduling.ModelEntry
+	// Internal reserves the endpoint for internal callers
+	// (caller-scope-filter's internalCallers). Published as
+	// scheduling.InternalKey.
+	Internal bool
 }
 
 // HostPort returns the address the gateway routes to, formatted by
@@ -201,6 +226,66 @@ func validateSpec(errs *ErrorList, path string, s *EndpointSpec, labelOK *labelC
 		}
 	}
 	checkLabels(errs, path, s.Labels, labelOK)
+	CheckModels(errs, join(path, "models"), s.Models)
+}
+
+// CheckModels reports every problem of a list of model declarations with
+// paths under path (e.g. `endpoints[0].models`): a missing or oversized
+// name or alias, a name or alias used twice within the endpoint (a
+// request naming it would be ambiguous), too many entries or aliases, a
+// negative, non-finite or absurd price. Sources that read models from
+// elsewhere (pod annotations) use it too.
+func CheckModels(errs *ErrorList, path string, models []scheduling.ModelEntry) {
+	if len(models) > MaxModels {
+		errs.Add(path, "%d models exceed the limit of %d", len(models), MaxModels)
+		return
+	}
+	seen := make(map[string]string, len(models))
+	claim := func(p, name string) {
+		if msg := checkModelName(name); msg != "" {
+			errs.Add(p, "%s", msg)
+			return
+		}
+		if other, dup := seen[name]; dup {
+			errs.Add(p, "%q is also declared at %s; a name or alias may appear once per endpoint", name, other)
+			return
+		}
+		seen[name] = p
+	}
+	for i := range models {
+		m := &models[i]
+		mp := path + "[" + strconv.Itoa(i) + "]"
+		claim(mp+".name", m.Name)
+		if len(m.Aliases) > MaxAliases {
+			errs.Add(mp+".aliases", "%d aliases exceed the limit of %d", len(m.Aliases), MaxAliases)
+		} else {
+			for j, a := range m.Aliases {
+				claim(mp+".aliases["+strconv.Itoa(j)+"]", a)
+			}
+		}
+		if pr := m.Pricing; pr != nil {
+			checkPrice(errs, mp+".pricing.input", pr.Input)
+			checkPrice(errs, mp+".pricing.output", pr.Output)
+		}
+	}
+}
+
+func checkModelName(s string) string {
+	switch {
+	case s == "":
+		return "must not be empty"
+	case len(s) > MaxModelNameBytes:
+		return fmt.Sprintf("must be at most %d bytes, got %d", MaxModelNameBytes, len(s))
+	case strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f }):
+		return fmt.Sprintf("invalid model name %q: control characters are not allowed", s)
+	}
+	return ""
+}
+
+func checkPrice(errs *ErrorList, path string, v float64) {
+	if math.IsNaN(v) || v < 0 || v > MaxPrice {
+		errs.Add(path, "must be a number of USD per 1M tokens in 0..%d, got %v", MaxPrice, v)
+	}
 }
 
 // labelCache remembers label keys and values found valid.
@@ -360,7 +445,35 @@ func normalize(s EndpointSpec) EndpointSpec {
 	if s.Labels != nil {
 		s.Labels = maps.Clone(s.Labels)
 	}
+	s.Models = cloneModels(s.Models)
 	return s
+}
+
+// cloneModels deep-copies model declarations (nil for none), so that the
+// store's copy, which it publishes, never changes under plugins.
+func cloneModels(in []scheduling.ModelEntry) []scheduling.ModelEntry {
+	if len(in) == 0 {
+		return nil
+	}
+	out := make([]scheduling.ModelEntry, len(in))
+	for i, m := range in {
+		out[i] = scheduling.ModelEntry{Name: m.Name, Aliases: slices.Clone(m.Aliases)}
+		if m.Pricing != nil {
+			p := *m.Pricing
+			out[i].Pricing = &p
+		}
+	}
+	return out
+}
+
+// sameModels reports whether two model declarations are equal.
+func sameModels(a, b []scheduling.ModelEntry) bool {
+	return slices.EqualFunc(a, b, func(x, y scheduling.ModelEntry) bool {
+		if x.Name != y.Name || !slices.Equal(x.Aliases, y.Aliases) || (x.Pricing == nil) != (y.Pricing == nil) {
+			return false
+		}
+		return x.Pricing == nil || *x.Pricing == *y.Pricing
+	})
 }
 
 // sameSpec reports whether two normalized specs are equal.
@@ -368,5 +481,6 @@ func sameSpec(a, b *EndpointSpec) bool {
 	return a.Name == b.Name && a.Namespace == b.Namespace && a.PodName == b.PodName &&
 		a.Address == b.Address && a.Port == b.Port && a.Weight == b.Weight &&
 		a.MetricsPort == b.MetricsPort && a.MetricsPath == b.MetricsPath &&
-		a.Engine == b.Engine && maps.Equal(a.Labels, b.Labels)
+		a.Engine == b.Engine && a.Internal == b.Internal && maps.Equal(a.Labels, b.Labels) &&
+		sameModels(a.Models, b.Models)
 }

@@ -107,6 +107,7 @@ type entry struct {
 	meta     scheduling.EndpointMetadata
 	attrs    map[string]any
 	stats    *EndpointStats
+	health   *scheduling.EndpointHealth
 
 	metrics scheduling.Metrics
 	status  ScrapeStatus
@@ -115,6 +116,9 @@ type entry struct {
 	ep *scheduling.Endpoint
 	// fresh is the freshness the last published snapshot shows.
 	fresh bool
+	// eligible is the eligibility (EndpointHealth.Eligible) the last
+	// published snapshot shows.
+	eligible bool
 }
 
 // Store holds the pool's endpoints, their latest metrics and live request
@@ -129,8 +133,15 @@ type Store struct {
 	now       func() time.Time
 
 	snap atomic.Pointer[Snapshot]
-	// dirtyCh signals (capacity 1) that scrape results wait for publishing.
+	// dirtyCh signals (capacity 1) that scrape results or health changes
+	// wait for publishing.
 	dirtyCh chan struct{}
+	// healthDirty is set by an EndpointHealth change (from the request
+	// path or a health checker) and cleared by the publish that shows it.
+	healthDirty atomic.Bool
+	// notify is every EndpointHealth's notify function: lock-free and
+	// non-blocking, so the request path may trigger it.
+	notify func()
 
 	mu         sync.Mutex
 	entries    map[string]*entry // by name
@@ -175,6 +186,7 @@ func New(opts Options) *Store {
 		byHostPort: map[string]*entry{},
 		changed:    make(chan struct{}),
 	}
+	s.notify = s.healthChanged
 	s.mu.Lock()
 	s.publishLocked(s.now())
 	s.mu.Unlock()
@@ -429,7 +441,7 @@ func (s *Store) ReportScrape(id uint64, r ScrapeResult) bool {
 	}
 	if engine != st.Engine {
 		st.Engine = engine
-		e.attrs = makeAttrs(&e.spec, e.stats, engine)
+		e.attrs = makeAttrs(&e.spec, e.stats, e.health, engine)
 		e.ep = nil
 	}
 	s.dirty = true
@@ -441,27 +453,45 @@ func (s *Store) ReportScrape(id uint64, r ScrapeResult) bool {
 	return true
 }
 
-// Flush publishes a new snapshot if scrape results are waiting or an
-// endpoint's freshness changed with time (its last success became older
-// than the staleness threshold). It reports whether it published.
+// healthChanged is the notify function of every EndpointHealth: it marks
+// the snapshot out of date and wakes the publisher (RunPublisher) without
+// blocking, so a breaker tripping on the request path costs two atomic
+// operations there and the republish happens off it.
+func (s *Store) healthChanged() {
+	s.healthDirty.Store(true)
+	select {
+	case s.dirtyCh <- struct{}{}:
+	default:
+	}
+}
+
+// Flush publishes a new snapshot if scrape results or health changes are
+// waiting, or if an endpoint's freshness or eligibility changed with time
+// (its last success became older than the staleness threshold, or its
+// open circuit breaker's interval ended). It reports whether it
+// published.
 func (s *Store) Flush() bool {
+	health := s.healthDirty.Swap(false)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	now := s.now()
-	if !s.dirty && !s.freshnessChangedLocked(now) {
+	if !s.dirty && !health && !s.changedWithTimeLocked(now) {
 		return false
 	}
 	s.publishLocked(now)
 	return true
 }
 
-// RunPublisher publishes scrape results until ctx is done: after a result
-// is reported it flushes, then waits minGap before the next flush so that a
-// burst of results is published once; it also sweeps every
-// StalenessThreshold/10 (between 5 ms and 250 ms) so that an endpoint
-// whose scrapes hang leaves Ready once its last success is too old. A
-// scraper runs it; with minGap ≤ the scrape interval every result is
-// visible within one interval.
+// RunPublisher publishes scrape results and health changes until ctx is
+// done: after a result is reported (or an EndpointHealth changes) it
+// flushes, then waits minGap before the next flush so that a burst is
+// published once; it also sweeps every StalenessThreshold/10 (between 5 ms
+// and 250 ms) so that an endpoint whose scrapes hang leaves Ready once its
+// last success is too old, and an endpoint whose open circuit breaker's
+// interval ended comes back into Routable. A scraper runs it (the server
+// always runs the scraper, also with the data layer disabled); with
+// minGap ≤ the scrape interval every result is visible within one
+// interval.
 func (s *Store) RunPublisher(ctx context.Context, minGap time.Duration) {
 	sweep := min(max(s.threshold/10, 5*time.Millisecond), 250*time.Millisecond)
 	ticker := time.NewTicker(sweep)
@@ -504,7 +534,7 @@ func (s *Store) putLocked(sp *EndpointSpec) (removed []string, changed bool) {
 			// Same identity: keep metrics, status and stats.
 			old.spec = *sp
 			old.meta = metadata(sp)
-			old.attrs = makeAttrs(sp, old.stats, engineOf(sp, old.status.Engine))
+			old.attrs = makeAttrs(sp, old.stats, old.health, engineOf(sp, old.status.Engine))
 			old.ep = nil
 			s.byHostPort[old.hostPort] = old
 			s.order = nil
@@ -521,8 +551,10 @@ func (s *Store) putLocked(sp *EndpointSpec) (removed []string, changed bool) {
 		hostPort: sp.HostPort(),
 		meta:     metadata(sp),
 		stats:    &EndpointStats{},
+		health:   &scheduling.EndpointHealth{},
 	}
-	e.attrs = makeAttrs(sp, e.stats, sp.Engine)
+	e.health.SetNotify(s.notify)
+	e.attrs = makeAttrs(sp, e.stats, e.health, sp.Engine)
 	s.entries[sp.Name] = e
 	s.byID[e.id] = e
 	s.byHostPort[e.hostPort] = e
@@ -536,6 +568,9 @@ func (s *Store) deleteLocked(e *entry) {
 	if s.byHostPort[e.hostPort] == e {
 		delete(s.byHostPort, e.hostPort)
 	}
+	// Plugins may still write to a departed endpoint's health (requests
+	// in flight complete); that must not republish.
+	e.health.SetNotify(nil)
 	s.order = nil
 }
 
@@ -629,9 +664,14 @@ func (s *Store) freshLocked(e *entry, now time.Time) bool {
 	return !st.LastSuccess.IsZero() && st.ConsecutiveFailures == 0 && now.Sub(st.LastSuccess) <= s.threshold
 }
 
-func (s *Store) freshnessChangedLocked(now time.Time) bool {
+// changedWithTimeLocked reports whether an endpoint's freshness or
+// eligibility at now differs from what the last snapshot shows.
+func (s *Store) changedWithTimeLocked(now time.Time) bool {
 	for _, e := range s.entries {
 		if s.freshLocked(e, now) != e.fresh {
+			return true
+		}
+		if ok, _ := e.health.Eligible(now); ok != e.eligible {
 			return true
 		}
 	}
@@ -653,8 +693,9 @@ func (s *Store) publishLocked(now time.Time) {
 		idx:         s.idx,
 		all:         make([]*scheduling.Endpoint, n),
 		stale:       make([]bool, n),
+		rotation:    make([]rotation, n),
 	}
-	fresh := 0
+	fresh, eligible, eligibleFresh := 0, 0, 0
 	for i, e := range order {
 		if e.ep == nil {
 			e.ep = scheduling.NewEndpoint(e.meta, e.metrics, e.attrs)
@@ -663,12 +704,54 @@ func (s *Store) publishLocked(now time.Time) {
 			sn.loadUnknownCount++
 		}
 		e.fresh = s.freshLocked(e, now)
+		ok, reason := e.health.Eligible(now)
+		e.eligible = ok
 		sn.all[i] = e.ep
 		sn.stale[i] = !e.fresh
 		if e.fresh {
 			fresh++
 		} else {
 			sn.staleCount++
+		}
+		switch {
+		case !ok && reason == scheduling.IneligibleUnhealthy:
+			sn.rotation[i] = rotUnhealthy
+		case !ok:
+			sn.rotation[i] = rotBreakerOpen
+		case e.fresh:
+			eligible++
+			eligibleFresh++
+		default:
+			eligible++
+			sn.rotation[i] = rotStale // routable only when failing open
+		}
+	}
+	sn.ineligibleCount = n - eligible
+	switch {
+	case eligible == 0:
+		// Nothing is routable, whatever the freshness: fail-open never
+		// brings back an endpoint a health check or breaker took out.
+	case eligibleFresh == n:
+		sn.routable = sn.all
+	case eligibleFresh > 0:
+		sn.routable = make([]*scheduling.Endpoint, 0, eligibleFresh)
+		for i, ep := range sn.all {
+			if sn.rotation[i] == rotIn {
+				sn.routable = append(sn.routable, ep)
+			}
+		}
+	default:
+		// Fail-open on freshness, among the eligible only.
+		sn.routableFailOpen = true
+		if eligible == n {
+			sn.routable = sn.all
+		} else {
+			sn.routable = make([]*scheduling.Endpoint, 0, eligible)
+			for i, ep := range sn.all {
+				if sn.rotation[i] == rotStale {
+					sn.routable = append(sn.routable, ep)
+				}
+			}
 		}
 	}
 	switch {
@@ -725,10 +808,19 @@ func engineOf(sp *EndpointSpec, scraped string) string {
 	return sp.Engine
 }
 
-func makeAttrs(sp *EndpointSpec, st *EndpointStats, engine string) map[string]any {
+func makeAttrs(sp *EndpointSpec, st *EndpointStats, h *scheduling.EndpointHealth, engine string) map[string]any {
 	attrs := map[string]any{
-		StatsKey.Name():  st,
-		WeightKey.Name(): sp.Weight,
+		StatsKey.Name():             st,
+		WeightKey.Name():            sp.Weight,
+		scheduling.HealthKey.Name(): h,
+	}
+	if len(sp.Models) > 0 {
+		// sp.Models is the store's own copy (normalize), never changed:
+		// a new spec replaces it.
+		attrs[scheduling.ModelsKey.Name()] = &scheduling.EndpointModels{Entries: sp.Models}
+	}
+	if sp.Internal {
+		attrs[scheduling.InternalKey.Name()] = true
 	}
 	if engine == "" {
 		engine = sp.Engine

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
 func benchSpecs(n int) []EndpointSpec {
@@ -47,6 +49,45 @@ func BenchmarkSnapshotReady(b *testing.B) {
 			}
 			if total == 0 {
 				b.Fatal("no ready endpoints")
+			}
+		})
+	}
+}
+
+// BenchmarkSnapshotRoutable is the request path since eligibility: load
+// the snapshot, read the routable endpoints (precomputed at publish). It
+// must not allocate.
+func BenchmarkSnapshotRoutable(b *testing.B) {
+	for _, n := range []int{10, 1000} {
+		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
+			s := New(Options{})
+			s.SetScrapingEnabled(true)
+			if err := s.Replace(benchSpecs(n)); err != nil {
+				b.Fatal(err)
+			}
+			targets, _ := s.Targets()
+			for i, t := range targets {
+				if i%2 == 0 {
+					s.ReportScrape(t.ID, ScrapeResult{})
+				}
+			}
+			s.Flush()
+			for _, e := range s.Snapshot().All()[:n/5] {
+				h, _ := scheduling.HealthKey.Get(e)
+				h.SetBreaker(scheduling.BreakerOpen, time.Now().Add(time.Hour))
+			}
+			s.Flush()
+			b.ReportAllocs()
+			total := 0
+			for b.Loop() {
+				sn := s.Snapshot()
+				total += len(sn.Routable())
+				if sn.RoutableFailOpen() {
+					b.Fatal("fail-open")
+				}
+			}
+			if total == 0 {
+				b.Fatal("no routable endpoints")
 			}
 		})
 	}

@@ -15,7 +15,10 @@
 //     empty body (the openai parser refuses it with 400; the passthrough
 //     format schedules it, admission and profiles included);
 //   - parses the body once (package requests), builds a scheduling.Request,
-//     narrows the ready endpoints by the gateway's subset hint
+//     narrows the routable endpoints (EndpointView.Routable: eligible —
+//     not failed by a health check, circuit breaker not open — and fresh,
+//     see package datastore; an endpoint out of rotation is never a
+//     candidate) by the gateway's subset hint
 //     (envoy.lb.subset_hint) and, with Options.ConformanceTestHeaders only,
 //     the conformance header test-epp-endpoint-selection, and runs the
 //     current configuration's Scheduler (producers, admission, profiles,
@@ -122,6 +125,18 @@
 //     sets (to the served endpoint) only with
 //     Options.ConformanceTestHeaders; it tells the client which endpoint
 //     served.
+//
+// Headers that plugins read, not the Server, are described in each
+// plugin's README; one of them decides which endpoints a caller may use
+// and so belongs here:
+//
+//   - x-switchyard-caller (the caller-scope-filter's callerHeader, this
+//     name by default): the caller identity that selects the endpoints a
+//     caller may reach (allowedEndpoints, internal endpoints for
+//     internalCallers). Gateway only, set after authentication (from the
+//     verified API key or token): a client that sets it could claim
+//     another caller's scope, internal endpoints included. The gateway
+//     must remove client copies and set its own.
 //
 // The request path does no network I/O and takes no global lock: the
 // endpoint view and the runtime (scheduler and parser format) are read

@@ -29,6 +29,31 @@ const (
 	ReasonShedSaturation  = "saturated"               // 429: sheddable request while saturated (scheduling.Scheduler.Admit)
 )
 
+// Refusal reasons of in-tree admission plugins whose body follows
+// OpenAI's error codes (the error's type and a string code) rather than
+// GIE's (the status name and the numeric status), since OpenAI clients
+// look for them.
+const (
+	// ReasonModelNotFound: served-model-filter, 404, a model the pool
+	// does not serve (OpenAI's model_not_found).
+	ReasonModelNotFound = "model_not_found"
+	// ReasonCallerNotAllowed: caller-scope-filter, 403, a caller left with
+	// no endpoint it may use.
+	ReasonCallerNotAllowed = "caller_not_allowed"
+)
+
+// openAIType is the OpenAI error type of the reasons whose body carries
+// the reason as its code.
+func openAIType(reason string) (string, bool) {
+	switch reason {
+	case ReasonModelNotFound:
+		return "invalid_request_error", true
+	case ReasonCallerNotAllowed:
+		return "permission_error", true
+	}
+	return "", false
+}
+
 // errorCode maps an HTTP status to the GIE error code name, used in
 // inference_objective_request_error_total{error_code} and the JSON body.
 func errorCode(status int) string {
@@ -66,6 +91,9 @@ type refusal struct {
 // Retry-After on 429 and 503, which a client may retry).
 func (r *refusal) immediate() *extprocv3.ProcessingResponse {
 	body := apierror.JSON(r.message, errorCode(r.status), r.status)
+	if typ, ok := openAIType(r.reason); ok {
+		body = apierror.JSON(r.message, typ, r.reason)
+	}
 	headers := []*corev3.HeaderValueOption{
 		{Header: &corev3.HeaderValue{Key: "content-type", RawValue: []byte("application/json")}},
 		{Header: &corev3.HeaderValue{Key: ReasonHeader, RawValue: []byte(r.reason)}},

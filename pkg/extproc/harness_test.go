@@ -26,8 +26,8 @@ import (
 // view is a fixed endpoint view.
 type view struct{ all, ready []*scheduling.Endpoint }
 
-func (v *view) All() []*scheduling.Endpoint   { return v.all }
-func (v *view) Ready() []*scheduling.Endpoint { return v.ready }
+func (v *view) All() []*scheduling.Endpoint      { return v.all }
+func (v *view) Routable() []*scheduling.Endpoint { return v.ready }
 
 // counter is per-endpoint accounting that tests can read.
 type counter struct {

@@ -67,8 +67,11 @@ type Runtime struct {
 type EndpointView interface {
 	// All returns every endpoint. Read-only.
 	All() []*scheduling.Endpoint
-	// Ready returns the endpoints requests may go to (fresh metrics). Read-only.
-	Ready() []*scheduling.Endpoint
+	// Routable returns the endpoints requests may go to: eligible (not
+	// failed by a health check, circuit breaker not open) and, unless
+	// none of those is, with fresh metrics. Empty when nothing is
+	// routable. Read-only.
+	Routable() []*scheduling.Endpoint
 }
 
 // Stats receives per-endpoint request accounting (datastore.EndpointStats

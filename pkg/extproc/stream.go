@@ -403,14 +403,19 @@ func (st *stream) abandon() {
 	}
 }
 
-// candidates returns the ready endpoints narrowed by the subset hint and,
-// with Options.ConformanceTestHeaders only, the conformance test header, or
-// the refusal when nothing is left.
+// candidates returns the routable endpoints narrowed by the subset hint
+// and, with Options.ConformanceTestHeaders only, the conformance test
+// header, or the refusal when nothing is left. An endpoint out of rotation
+// (unhealthy, circuit open) is never a candidate, whatever the hint says.
 func (st *stream) candidates() ([]*scheduling.Endpoint, *refusal) {
 	view := st.s.opts.Endpoints()
-	cands := view.Ready()
+	cands := view.Routable()
 	if len(cands) == 0 {
-		return nil, &refusal{status: http.StatusServiceUnavailable, reason: ReasonNoEndpoints, message: "no ready endpoints in the pool"}
+		msg := "no ready endpoints in the pool"
+		if n := len(view.All()); n > 0 {
+			msg = "no routable endpoint: all " + strconv.Itoa(n) + " endpoints of the pool are out of rotation (health check failed or circuit breaker open)"
+		}
+		return nil, &refusal{status: http.StatusServiceUnavailable, reason: ReasonNoEndpoints, message: msg}
 	}
 	if !st.s.opts.DisableSubsetFilter {
 		if st.hasSubset {

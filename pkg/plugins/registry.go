@@ -4,9 +4,13 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/plugins/datalayer/coremetrics"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/datalayer/metricssource"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/filter/bylabel"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/filter/callerscope"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/filter/headerbased"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/filter/labelselector"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/filter/prefixaffinity"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/filter/servedmodel"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/health/activehealthcheck"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/health/circuitbreaker"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/parser/openai"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/parser/passthrough"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/consistenthash"
@@ -79,5 +83,10 @@ func InTree() *scheduling.Registry {
 		consistenthash.Registration,
 		leastbusy.Registration,
 		strategy.Registration,
+		// issue 10: eligibility
+		activehealthcheck.Registration,
+		circuitbreaker.Registration,
+		servedmodel.Registration,
+		callerscope.Registration,
 	)
 }

@@ -6,10 +6,17 @@ import (
 	"time"
 
 	"github.com/switchyard-ai/switchyard/pkg/datastore"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
 // EndpointState is one endpoint as /debug/endpoints reports it: what the
-// picker knows and why it may or may not route there. Ready is false for
+// picker knows and why it may or may not route there. Routable says
+// whether requests may go to it; when not, OutOfRotation says why
+// (unhealthy: its active health checks failed; breaker_open: its circuit
+// breaker is open; stale: its metrics are not fresh while other endpoints'
+// are). Health is the active health check's verdict (unknown, healthy,
+// unhealthy) and Breaker the circuit breaker's state (closed, open,
+// half_open), with BreakerOpenUntil while open. Ready is false for
 // an endpoint without fresh metrics (even when the pool fails open). When
 // the last scrape left the endpoint's load unknown (a load metric NaN,
 // ±Inf, negative or absent), LoadUnknown says which metric and why, and
@@ -21,6 +28,15 @@ type EndpointState struct {
 	Address             string            `json:"address"`
 	Labels              map[string]string `json:"labels,omitempty"`
 	Ready               bool              `json:"ready"`
+	Routable            bool              `json:"routable"`
+	State               string            `json:"state"`
+	OutOfRotation       string            `json:"outOfRotation,omitempty"`
+	Health              string            `json:"health"`
+	Breaker             string            `json:"breaker"`
+	BreakerOpenUntil    string            `json:"breakerOpenUntil,omitempty"`
+	Weight              int               `json:"weight"`
+	Internal            bool              `json:"internal,omitempty"`
+	Models              []string          `json:"models,omitempty"`
 	LoadUnknown         string            `json:"loadUnknown,omitempty"`
 	WaitingQueue        *int              `json:"waitingQueue,omitempty"`
 	RunningRequests     *int              `json:"runningRequests,omitempty"`
@@ -39,25 +55,52 @@ type EndpointState struct {
 	ConsecutiveFailures int               `json:"consecutiveScrapeFailures,omitempty"`
 }
 
-// PoolState is the /debug/endpoints document.
+// PoolState is the /debug/endpoints document. FailOpen says that no
+// endpoint has fresh metrics (Ready lists them all); RoutableFailOpen that
+// no eligible endpoint has, so the eligible ones are routed to anyway;
+// Routable counts the endpoints requests may go to.
 type PoolState struct {
-	Synced    bool            `json:"synced"`
-	FailOpen  bool            `json:"failOpen"`
-	Endpoints []EndpointState `json:"endpoints"`
+	Synced           bool            `json:"synced"`
+	FailOpen         bool            `json:"failOpen"`
+	RoutableFailOpen bool            `json:"routableFailOpen"`
+	Routable         int             `json:"routable"`
+	Endpoints        []EndpointState `json:"endpoints"`
 }
 
 // State reports every endpoint's state.
 func (s *Server) State() PoolState {
 	snap := s.store.Snapshot()
-	out := PoolState{Synced: snap.Synced, FailOpen: snap.FailOpen()}
+	out := PoolState{Synced: snap.Synced, FailOpen: snap.FailOpen(), RoutableFailOpen: snap.RoutableFailOpen(), Routable: len(snap.Routable())}
 	now := time.Now()
 	for _, e := range snap.All() {
 		m := e.Metrics()
 		st := EndpointState{
-			Name:    e.Name(),
-			Address: e.HostPort(),
-			Labels:  e.Metadata().Labels,
-			Ready:   !snap.Stale(e),
+			Name:          e.Name(),
+			Address:       e.HostPort(),
+			Labels:        e.Metadata().Labels,
+			Ready:         !snap.Stale(e),
+			OutOfRotation: snap.OutOfRotation(e),
+			State:         rotationState(snap, e, now),
+			Health:        "unknown",
+			Breaker:       "closed",
+			Weight:        1,
+		}
+		st.Routable = st.OutOfRotation == ""
+		if h, ok := scheduling.HealthKey.Get(e); ok && h != nil {
+			st.Health = probeName(h.Probe())
+			st.Breaker = breakerName(h.Breaker(now))
+			if u := h.OpenUntil(); !u.IsZero() && st.Breaker == "open" {
+				st.BreakerOpenUntil = u.UTC().Format(time.RFC3339Nano)
+			}
+		}
+		if w, ok := scheduling.WeightKey.Get(e); ok {
+			st.Weight = w
+		}
+		st.Internal, _ = scheduling.InternalKey.Get(e)
+		if ms, ok := scheduling.ModelsKey.Get(e); ok && ms != nil {
+			for _, me := range ms.Entries {
+				st.Models = append(st.Models, me.Name)
+			}
 		}
 		for name := range m.ActiveModels {
 			st.ActiveLoRAs = append(st.ActiveLoRAs, name)
@@ -92,6 +135,26 @@ func (s *Server) State() PoolState {
 		out.Endpoints = append(out.Endpoints, st)
 	}
 	return out
+}
+
+func probeName(p scheduling.ProbeState) string {
+	switch p {
+	case scheduling.ProbeHealthy:
+		return "healthy"
+	case scheduling.ProbeUnhealthy:
+		return "unhealthy"
+	}
+	return "unknown"
+}
+
+func breakerName(b scheduling.BreakerState) string {
+	switch b {
+	case scheduling.BreakerOpen:
+		return "open"
+	case scheduling.BreakerHalfOpen:
+		return "half_open"
+	}
+	return "closed"
 }
 
 func (s *Server) serveEndpoints(w http.ResponseWriter, _ *http.Request) {

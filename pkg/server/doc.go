@@ -9,12 +9,43 @@
 // mode the pool watch and leader election of package
 // datastore/kubesource, given as Config.Source), the metrics scraper, the
 // pool-metrics refresher, the configuration-file watcher, the
-// certificate reloader and the metrics-token watcher. Readiness is: the
+// certificate reloader and the metrics-token watcher, and the
+// background plugins of the serving configuration (below). Readiness is: the
 // source has synced the pool, the source lets this replica serve (it
 // leads), and the server is not draining.
 // The request path reads two atomically published values: the endpoint
 // snapshot and the runtime (scheduler and parser format) of the current
 // configuration.
+//
+// # Background plugins (Runners)
+//
+// Plugins with background work implement scheduling.Runner (the
+// active-health-check plugin). Run starts each Runner instance of the
+// serving configuration on a goroutine of its own, with a RunEnv over the
+// datastore (Endpoints: Snapshot().All(), Changed: Store.Changed()), once
+// the server runs: New, and so `epp validate`, starts none. When a reload
+// serves, the Runners of instances it built start, those of instances it
+// kept from the previous configuration keep running untouched, and those
+// of instances it dropped are cancelled before the instances are closed;
+// a Runner also watches its instance's Handle context, which Close
+// cancels. Run waits for every Runner before it closes the serving
+// configuration.
+//
+// # Eligibility
+//
+// The request path routes to the datastore's Routable set (eligible — not
+// failed by an active health check, circuit breaker not open — and fresh,
+// failing open on freshness only among the eligible; see package
+// datastore). /debug/endpoints shows, per endpoint, whether it is
+// routable, its rotation state and why it is out (unhealthy,
+// breaker_open, stale), the health check's verdict, the breaker's state
+// (and until when it is open), its weight, models and internal flag.
+// switchyard_endpoint_health{endpoint,state} (state routable, half_open,
+// stale, unhealthy, breaker_open; at most 1000 endpoints, in name order)
+// and switchyard_endpoints{state} (every endpoint) are computed from the
+// published snapshot when scraped. Endpoints that leave the pool, or
+// change identity, are reported to the plugins' Forget and Prune (the
+// circuit breaker's state, the in-flight producer's index).
 //
 // Hot reload: when the configuration file changes, a valid new
 // configuration takes over from the next request; instances with the same

@@ -238,6 +238,7 @@ type Server struct {
 	scraper  *scrape.Scraper
 	source   EndpointSource
 	ext      *extproc.Server
+	runners  *runners // the serving configuration's background plugins
 	gen      atomic.Pointer[generation]
 	reloadMu sync.Mutex // serializes reloads
 
@@ -319,6 +320,10 @@ func New(cfg Config) (*Server, error) {
 
 	s.store = datastore.New(datastore.Options{StalenessThreshold: cfg.MetricsStalenessThreshold, Logger: s.log.WithName("datastore")})
 	s.store.OnRemoved(s.forget)
+	s.runners = newRunners(storeEnv{s.store})
+	if err := s.reg.Register(newEligibilityCollector(s.store)); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
 	if cfg.EndpointsFile != "" {
 		src := endpointsfile.NewSource(cfg.EndpointsFile, s.store, s.log.WithName("endpoints-file"), s.reg)
 		if err := src.Load(); err != nil {
@@ -488,6 +493,9 @@ func (s *Server) Reload() error {
 		return err
 	}
 	s.gen.Store(gen)
+	// The new configuration serves: its new background plugins start,
+	// those of instances it dropped stop (Release then closes them).
+	s.runners.sync(gen.loaded)
 	prev.loaded.Release(gen.loaded)
 	s.metrics.ConfigReload(true)
 	s.log.Info("Configuration reloaded", "keptPlugins", gen.loaded.Kept)
@@ -583,6 +591,9 @@ func (s *Server) Run(ctx context.Context) error {
 	}()
 	goLoop(s.scraper.Run)
 	goLoop(s.poolMetricsLoop)
+	s.reloadMu.Lock()
+	s.runners.start(ctx, s.gen.Load().loaded)
+	s.reloadMu.Unlock()
 	if s.cfg.ConfigFile != "" {
 		goLoop(s.watchConfig)
 	}
@@ -619,6 +630,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.shutdown()
 	cancel()
 	wg.Wait()
+	s.runners.wait()
 	s.closeConfig()
 	return runErr
 }

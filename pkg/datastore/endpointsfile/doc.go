@@ -19,11 +19,18 @@
 //	  metricsPath: /metrics    # optional; absent = the metrics-data-source path
 //	  engine: vllm             # optional; absent = chosen from labels by the
 //	                           #   core-metrics-extractor (engine label, default engine)
+//	  internal: false          # optional; true = only for caller-scope-filter's internalCallers
+//	  models:                  # optional; absent or [] = serves every model
+//	  - name: meta-llama/Llama-3.1-8B-Instruct  # required: the served name
+//	    aliases: [llama-8b]    # optional: names that resolve to it here
+//	    pricing: {input: 0.15, output: 0.6}     # optional: USD per 1M tokens
 //
 // `endpoints: []` is an empty pool. Decoding is strict: unknown keys (with a
 // "did you mean" hint), repeated keys, wrong types (e.g. an unquoted label
 // value `true`), a second YAML document and an empty file are errors.
-// Names and address:port pairs must be unique. Parse reports every problem
+// Names and address:port pairs must be unique; within an endpoint, a model
+// name or alias may appear once (at most 256 models, 64 aliases each,
+// prices 0..1000000). Parse reports every problem
 // at once with its path, e.g. `endpoints[2].port: must be 1..65535, got 0`.
 //
 // # Reloading

@@ -14,7 +14,7 @@ import (
 
 // Field names of an endpoint entry, in the order the documentation lists
 // them.
-var entryFields = []string{"name", "namespace", "podName", "address", "port", "labels", "weight", "metricsPort", "metricsPath", "engine"}
+var entryFields = []string{"name", "namespace", "podName", "address", "port", "labels", "weight", "metricsPort", "metricsPath", "engine", "models", "internal"}
 
 // Parse decodes and validates an endpoints file (YAML or JSON). Decoding
 // is strict: an unknown or repeated key, a value of the wrong type, or a
@@ -205,6 +205,16 @@ func (d decoder) entry(path string, v any, sp *datastore.EndpointSpec) {
 	if d.int(path+".weight", obj, "weight", &sp.Weight) && sp.Weight == 0 {
 		d.fail(path+".weight", "must be 1..%d, got 0 (leave it out for the default 1; remove the endpoint to stop sending it requests)", datastore.MaxWeight)
 	}
+	d.bool(path+".internal", obj, "internal", &sp.Internal)
+	if raw, ok := obj["models"]; ok {
+		models, bad := datastore.DecodeModels(d.errs, path+".models", raw)
+		if bad {
+			// Its semantic checks would repeat the decoding problems.
+			d.bad[path+".models"] = true
+		} else {
+			sp.Models = models
+		}
+	}
 	if raw, ok := obj["labels"]; ok && raw != nil {
 		lp := path + ".labels"
 		lo, ok := raw.(map[string]any)
@@ -240,6 +250,20 @@ func (d decoder) str(path string, obj map[string]any, key string, dst *string) {
 		return
 	}
 	*dst = s
+}
+
+// bool decodes an optional boolean field; null counts as absent.
+func (d decoder) bool(path string, obj map[string]any, key string, dst *bool) {
+	v, ok := obj[key]
+	if !ok || v == nil {
+		return
+	}
+	b, ok := v.(bool)
+	if !ok {
+		d.fail(path, "expected true or false, got %s", yamldoc.TypeName(v))
+		return
+	}
+	*dst = b
 }
 
 // int decodes an optional integer field and reports whether it was set.

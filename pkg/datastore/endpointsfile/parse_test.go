@@ -10,6 +10,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard-ai/switchyard/pkg/datastore"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
 func TestParseValid(t *testing.T) {
@@ -46,6 +47,31 @@ endpoints:
 		{name: "null list", data: "endpoints:\n", want: []datastore.EndpointSpec{}},
 		{name: "json", data: `{"endpoints":[{"name":"a","address":"localhost","port":80}]}`, want: []datastore.EndpointSpec{{Name: "a", Address: "localhost", Port: 80}}},
 		{name: "leading document marker", data: "---\nendpoints: []\n...\n", want: []datastore.EndpointSpec{}},
+		{
+			name: "models and internal",
+			data: `endpoints:
+- name: a
+  address: 127.0.0.1
+  port: 1
+  internal: true
+  models:
+  - name: meta-llama/Llama-3.1-8B-Instruct
+    aliases: [llama, llama-8b]
+    pricing: {input: 0.15, output: 0.6}
+  - name: mistral
+    pricing: {output: 1}
+  - {name: qwen, aliases: null, pricing: null}
+- {name: b, address: 127.0.0.1, port: 2, internal: false, models: []}
+`,
+			want: []datastore.EndpointSpec{
+				{Name: "a", Address: "127.0.0.1", Port: 1, Internal: true, Models: []scheduling.ModelEntry{
+					{Name: "meta-llama/Llama-3.1-8B-Instruct", Aliases: []string{"llama", "llama-8b"}, Pricing: &scheduling.Price{Input: 0.15, Output: 0.6}},
+					{Name: "mistral", Pricing: &scheduling.Price{Output: 1}},
+					{Name: "qwen"},
+				}},
+				{Name: "b", Address: "127.0.0.1", Port: 2, Models: []scheduling.ModelEntry{}},
+			},
+		},
 		{name: "null fields are absent", data: "endpoints:\n- {name: a, address: 127.0.0.1, port: 1, labels: null, weight: null}\n", want: []datastore.EndpointSpec{{Name: "a", Address: "127.0.0.1", Port: 1}}},
 	}
 	for _, tt := range tests {
@@ -82,7 +108,42 @@ func TestParseErrors(t *testing.T) {
 		{"item not an object", "endpoints: [a, {name: b, address: 127.0.0.1, port: 1}]\n", []string{"endpoints[0]: expected an object, got a string"}},
 		{"unknown fields", "endpoints:\n- {name: a, address: 127.0.0.1, port: 1, prot: 2, zzz: 1}\n", []string{
 			`endpoints[0].prot: unknown field "prot" (did you mean "port"?)`,
-			`endpoints[0].zzz: unknown field "zzz" (allowed: name, namespace, podName, address, port, labels, weight, metricsPort, metricsPath, engine)`,
+			`endpoints[0].zzz: unknown field "zzz" (allowed: name, namespace, podName, address, port, labels, weight, metricsPort, metricsPath, engine, models, internal)`,
+		}},
+		{"model types", `endpoints:
+- name: a
+  address: 127.0.0.1
+  port: 1
+  internal: "yes"
+  models:
+  - llama
+  - {aliases: [1], pricing: {input: cheap, outptu: 1}, prcing: 2}
+  - {name: 5, aliases: x, pricing: [1]}
+- {name: b, address: 127.0.0.1, port: 2, models: {name: x}}
+`, []string{
+			"endpoints[0].internal: expected true or false, got a string",
+			"endpoints[0].models[0]: expected an object with a name, got a string",
+			`endpoints[0].models[1].prcing: unknown field "prcing" (did you mean "pricing"?)`,
+			"endpoints[0].models[1].name: required",
+			"endpoints[0].models[1].aliases[0]: expected a string, got a number",
+			`endpoints[0].models[1].pricing.outptu: unknown field "outptu" (did you mean "output"?)`,
+			"endpoints[0].models[1].pricing.input: expected a number (USD per 1M tokens), got a string",
+			"endpoints[0].models[2].name: expected a string, got a number",
+			"endpoints[0].models[2].aliases: expected a list of strings, got a string",
+			"endpoints[0].models[2].pricing: expected an object {input, output} in USD per 1M tokens, got a list",
+			"endpoints[1].models: expected a list of models ({name, aliases, pricing}), got an object",
+		}},
+		{"model semantics", `endpoints:
+- name: a
+  address: 127.0.0.1
+  port: 1
+  models:
+  - {name: llama, aliases: [l]}
+  - {name: mistral, aliases: [l, ""], pricing: {input: -1}}
+`, []string{
+			`endpoints[0].models[1].aliases[0]: "l" is also declared at endpoints[0].models[0].aliases[0]; a name or alias may appear once per endpoint`,
+			"endpoints[0].models[1].aliases[1]: must not be empty",
+			"endpoints[0].models[1].pricing.input: must be a number of USD per 1M tokens in 0..1000000, got -1",
 		}},
 		{"types", `endpoints:
 - name: 5

@@ -35,6 +35,28 @@
 // (TrimPod). GIE's inference.networking.k8s.io/active-ports annotation
 // limits a pod's ranks to the listed target ports.
 //
+// # Endpoint data from pod annotations
+//
+// Three annotations under Switchyard's own domain give every rank of a pod
+// what the endpoints file's fields give an endpoint in standalone mode
+// (ReadAnnotations):
+//
+//	switchyard.ai/weight: "4"        # 1..1000000; the endpoints' relative capacity (scheduling.WeightKey)
+//	switchyard.ai/internal: "true"   # "true" or "false"; reserved for internal callers (scheduling.InternalKey)
+//	switchyard.ai/models: |          # a JSON or YAML list, as the endpoints file's models (scheduling.ModelsKey)
+//	  - name: meta-llama/Llama-3.1-8B-Instruct
+//	    aliases: [llama-8b]
+//	    pricing: {input: 0.15, output: 0.6}
+//
+// An invalid value (a weight that is not an integer in range, internal
+// other than true or false, a model list that does not decode strictly or
+// fails the endpoints file's model rules) is logged once, at info level,
+// with the pod, the annotation and the problem, and ignored: the pod
+// still serves, with the default for that field (weight 1, every model,
+// not internal). The same value is not logged again at later resyncs; a
+// new invalid value is. Parsed model lists are remembered by value
+// between resyncs, so a pool whose pods share a list parses it once.
+//
 // Owner of its goroutines: Source.Run (the manager and the election loop)
 // stops them when its context ends. Imported by cmd/epp through
 // pkg/server's EndpointSource.

@@ -96,6 +96,11 @@ type Source struct {
 	// waitLogged: "waiting for the InferencePool" was logged since the
 	// pool was last seen (reconciles run one at a time).
 	waitLogged bool
+	// annotations reads the pods' switchyard.ai annotations; logged holds
+	// the invalid values logged (pod and annotation → value hash), so each
+	// is logged once while it stays.
+	annotations *annotationReader
+	logged      map[string]uint64
 }
 
 // key is the one work-queue item: every change recomputes the whole set.
@@ -257,7 +262,8 @@ func New(store *datastore.Store, opts Options) (*Source, error) {
 	if log.GetSink() == nil {
 		log = logr.Discard()
 	}
-	s := &Source{opts: opts, store: store, log: log, kick: make(chan event.GenericEvent, 1)}
+	s := &Source{opts: opts, store: store, log: log, kick: make(chan event.GenericEvent, 1),
+		annotations: newAnnotationReader(), logged: map[string]uint64{}}
 	byObject := map[client.Object]cache.ByObject{
 		&corev1.Pod{}: {Namespaces: map[string]cache.Config{opts.Namespace: {}}, Transform: TrimPod},
 	}
@@ -376,10 +382,11 @@ func (s *Source) reconcile(ctx context.Context, _ reconcile.Request) (reconcile.
 	if err := s.reader.List(ctx, &pods, client.InNamespace(s.opts.Namespace), client.MatchingLabelsSelector{Selector: sel}); err != nil {
 		return reconcile.Result{}, fmt.Errorf("list pods: %w", err)
 	}
-	specs, skipped := Endpoints(pods.Items, ports, s.opts.MetricsPort)
+	specs, skipped, ignored := endpoints(pods.Items, ports, s.opts.MetricsPort, s.annotations)
 	for _, msg := range skipped {
 		s.log.V(1).Info("Pod skipped", "reason", msg)
 	}
+	s.logIgnored(ignored)
 	if err := s.store.Replace(specs); err != nil {
 		// Endpoints validates every spec, so this is a bug; keep the last
 		// good set and say why.
@@ -392,6 +399,21 @@ func (s *Source) reconcile(ctx context.Context, _ reconcile.Request) (reconcile.
 	s.store.SetSynced(true)
 	s.log.V(1).Info("Endpoints updated", "endpoints", len(specs))
 	return reconcile.Result{}, nil
+}
+
+// logIgnored logs each invalid annotation value once while it stays: a
+// value logged before is not logged again, a new value (or the same
+// value after it was fixed and broken again) is.
+func (s *Source) logIgnored(problems []AnnotationProblem) {
+	now := make(map[string]uint64, len(problems))
+	for _, p := range problems {
+		k := p.Pod + "\x00" + p.Annotation
+		now[k] = p.hash
+		if h, ok := s.logged[k]; !ok || h != p.hash {
+			s.log.Info("Invalid pod annotation ignored; the pod serves without it", "pod", p.Pod, "annotation", p.Annotation, "problem", p.Problem)
+		}
+	}
+	s.logged = now
 }
 
 // poolSpec returns the selector and target ports to use; ok is false when
@@ -444,10 +466,10 @@ func (s *Source) noPool() error {
 }
 
 // TrimPod is the pod cache's transform: it keeps what the endpoint set is
-// made of (name, namespace, labels, the active-ports annotation, deletion,
-// IP, Ready condition) and drops the rest (spec, managed fields, other
-// annotations), so a namespace with many pods costs little memory. Objects
-// that are not pods pass unchanged.
+// made of (name, namespace, labels, the active-ports annotation and the
+// switchyard.ai annotations, deletion, IP, Ready condition) and drops the
+// rest (spec, managed fields, other annotations), so a namespace with many
+// pods costs little memory. Objects that are not pods pass unchanged.
 func TrimPod(obj any) (any, error) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
@@ -465,8 +487,13 @@ func TrimPod(obj any) (any, error) {
 		},
 		Status: corev1.PodStatus{Phase: pod.Status.Phase, PodIP: pod.Status.PodIP},
 	}
-	if v, ok := pod.Annotations[ActivePortsAnnotation]; ok {
-		out.Annotations = map[string]string{ActivePortsAnnotation: v}
+	for _, k := range annotations {
+		if v, ok := pod.Annotations[k]; ok {
+			if out.Annotations == nil {
+				out.Annotations = make(map[string]string, len(annotations))
+			}
+			out.Annotations[k] = v
+		}
 	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodReady {
@@ -478,9 +505,20 @@ func TrimPod(obj any) (any, error) {
 
 // Endpoints turns pods into endpoint specs: the Ready, non-terminating
 // pods with an IP, one endpoint per target port named "<pod>-rank-<i>",
-// sorted by name. skipped says which pods were left out and why (beyond
-// not being ready), e.g. an address already used by another pod.
+// sorted by name, with the weight, models and internal flag of the pod's
+// switchyard.ai annotations (ReadAnnotations; invalid values are ignored).
+// skipped says which pods were left out and why (beyond not being ready),
+// e.g. an address already used by another pod.
 func Endpoints(pods []corev1.Pod, ports []int, metricsPort int) (specs []datastore.EndpointSpec, skipped []string) {
+	r := newAnnotationReader()
+	specs, skipped, _ = endpoints(pods, ports, metricsPort, r)
+	return specs, skipped
+}
+
+// endpoints is Endpoints with a reader that remembers parsed annotation
+// values between passes, returning the ignored annotation values too.
+func endpoints(pods []corev1.Pod, ports []int, metricsPort int, r *annotationReader) (specs []datastore.EndpointSpec, skipped []string, ignored []AnnotationProblem) {
+	r.pass()
 	sorted := make([]*corev1.Pod, 0, len(pods))
 	for i := range pods {
 		if Serving(&pods[i]) {
@@ -497,6 +535,7 @@ func Endpoints(pods []corev1.Pod, ports []int, metricsPort int) (specs []datasto
 		podSpecs := make([]datastore.EndpointSpec, 0, len(ports))
 		bad := ""
 		active := activePorts(pod)
+		data, problems := r.read(pod)
 		for i, port := range ports {
 			if active != nil && !active[port] {
 				continue // the rank keeps its index: names do not shift
@@ -509,6 +548,9 @@ func Endpoints(pods []corev1.Pod, ports []int, metricsPort int) (specs []datasto
 				Port:        port,
 				Labels:      pod.Labels,
 				MetricsPort: mp,
+				Weight:      data.Weight,
+				Models:      data.Models,
+				Internal:    data.Internal,
 			}
 			if err := sp.Validate(); err != nil {
 				bad = fmt.Sprintf("pod %s/%s: %v", pod.Namespace, pod.Name, err)
@@ -524,12 +566,13 @@ func Endpoints(pods []corev1.Pod, ports []int, metricsPort int) (specs []datasto
 			skipped = append(skipped, bad)
 			continue
 		}
+		ignored = append(ignored, problems...)
 		for _, sp := range podSpecs {
 			used[sp.HostPort()] = pod.Name
 		}
 		specs = append(specs, podSpecs...)
 	}
-	return specs, skipped
+	return specs, skipped, ignored
 }
 
 // activePorts reads ActivePortsAnnotation; nil means every port. Entries

@@ -347,27 +347,35 @@ var accountings = []struct {
 	{"llm-d", llmd(true, 1.5, nil)},
 }
 
-// TestAllPrimaryTargetsCharged checks that every target of the primary
-// profile is charged, as in GIE, and that completion releases all of them
-// whichever endpoint it names (GIE releases only the named one).
-func TestAllPrimaryTargetsCharged(t *testing.T) {
+// TestPrimaryTargetCharged checks that a request is charged once, to the
+// primary target (as the host counts it), that the charge follows a
+// fallback that serves (GIE charges every target and releases only the one
+// that served), and that completion releases it wherever it is.
+func TestPrimaryTargetCharged(t *testing.T) {
 	for _, acc := range accountings {
 		t.Run(acc.name, func(t *testing.T) {
 			p := newProducer(t, acc.params)
 			eps := schedulingtest.Endpoints(3, nil)
 			req := &scheduling.Request{PromptTokens: 8} // gie: 8 + 12; llm-d: 8 + 12 output
 			res := &scheduling.Result{PrimaryProfile: "decode", ProfileResults: map[string]*scheduling.ProfileResult{
-				"decode":  {Targets: []*scheduling.Endpoint{eps[0], nil, eps[1]}},
+				"decode":  {Targets: []*scheduling.Endpoint{nil, eps[0], eps[1]}},
 				"prefill": {Targets: []*scheduling.Endpoint{eps[2]}},
 			}}
 			p.PreRequest(t.Context(), req, res)
-			for i, want := range []load{{1, 20}, {1, 20}, {}} {
+			for i, want := range []load{{1, 20}, {}, {}} {
 				if got := inFlight(p, eps[i]); got != want {
 					t.Errorf("after PreRequest: InFlight(%s) = %v, want %v", eps[i].Name(), got, want)
 				}
 			}
-			// The fallback served the request: everything charged is
-			// released, the primary included.
+			// The gateway fell back: eps[1] serves; the charge moves there.
+			resp := &scheduling.Response{StatusCode: 200, Served: eps[1].HostPort()}
+			p.ResponseReceived(t.Context(), req, resp, eps[1])
+			for i, want := range []load{{}, {1, 20}, {}} {
+				if got := inFlight(p, eps[i]); got != want {
+					t.Errorf("after the fallback: InFlight(%s) = %v, want %v", eps[i].Name(), got, want)
+				}
+			}
+			p.ResponseStreaming(t.Context(), req, resp, []byte("x"), eps[1])
 			p.ResponseComplete(t.Context(), req, &scheduling.Response{EndOfStream: true, Served: eps[1].HostPort()}, eps[1])
 			for _, e := range eps {
 				if got := inFlight(p, e); got != (load{}) {
@@ -376,6 +384,101 @@ func TestAllPrimaryTargetsCharged(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHostAccountingIsTheSource: for endpoints that carry the host's
+// accounting (scheduling.LoadKey), the producer reports the host's counts
+// and adds none of its own, except llm-d's tokens, which the host does
+// not count; those follow a fallback like the host's count does.
+func TestHostAccountingIsTheSource(t *testing.T) {
+	loads := []*schedulingtest.FakeLoad{schedulingtest.NewFakeLoad(3, 0), schedulingtest.NewFakeLoad(0, 0)}
+	loads[0].InFlightTokensN.Store(700)
+	eps := schedulingtest.Endpoints(2, func(i int, b *schedulingtest.EndpointBuilder) { b.Load(loads[i]) })
+	for _, acc := range accountings {
+		t.Run(acc.name, func(t *testing.T) {
+			p := newProducer(t, acc.params)
+			req := &scheduling.Request{PromptTokens: 8}
+			p.Produce(t.Context(), req, eps)
+			view, ok := scheduling.InFlightLoadKey.Get(req)
+			if !ok {
+				t.Fatal("no view on the request")
+			}
+			p.PreRequest(t.Context(), req, resultFor(eps[0], eps[1]))
+			// The host starts its count when it forwards the request.
+			loads[0].InFlightN.Add(1)
+			loads[0].InFlightTokensN.Add(20)
+			r, tok := view.InFlight(eps[0].Key())
+			if r != 4 {
+				t.Errorf("requests = %d, want the host's 4", r)
+			}
+			wantTok := int64(720) // gie: the host's tokens
+			if acc.name == "llm-d" {
+				wantTok = 8 + 12 // llm-d's own: uncached prompt + output estimate
+			}
+			if tok != wantTok {
+				t.Errorf("tokens = %d, want %d", tok, wantTok)
+			}
+			if n := ownCounters(p); acc.name == "gie" && n != 0 {
+				t.Errorf("%d own counters with GIE's accounting on hosted endpoints, want 0", n)
+			}
+			// Fallback: the host moves its count, the producer its tokens.
+			loads[0].InFlightN.Add(-1)
+			loads[0].InFlightTokensN.Add(-20)
+			loads[1].InFlightN.Add(1)
+			loads[1].InFlightTokensN.Add(20)
+			p.ResponseReceived(t.Context(), req, &scheduling.Response{Served: eps[1].HostPort()}, eps[1])
+			r0, _ := view.InFlight(eps[0].Key())
+			r1, tok1 := view.InFlight(eps[1].Key())
+			if r0 != 3 || r1 != 1 || tok1 != 20 {
+				t.Errorf("after the fallback: %d on %s, %d (%d tokens) on %s; want 3, 1 (20)", r0, eps[0].Name(), r1, tok1, eps[1].Name())
+			}
+			p.ResponseComplete(t.Context(), req, &scheduling.Response{}, eps[1])
+			loads[1].InFlightN.Add(-1)
+			loads[1].InFlightTokensN.Add(-20)
+			if r, tok := view.InFlight(eps[1].Key()); r != 0 || tok != 0 {
+				t.Errorf("after completion: %d, %d; want 0, 0", r, tok)
+			}
+		})
+	}
+}
+
+// TestIndexFollowsTheEndpoints: a new endpoint set, or an endpoint whose
+// accounting changed under the same key (a new identity), is read from
+// the next request on, with or without Forget.
+func TestIndexFollowsTheEndpoints(t *testing.T) {
+	p := newProducer(t, DefaultParams())
+	a1, a2 := schedulingtest.NewFakeLoad(1, 0), schedulingtest.NewFakeLoad(5, 0)
+	set1 := []*scheduling.Endpoint{schedulingtest.Endpoint("a").Load(a1).Build(), schedulingtest.Endpoint("b").Address("127.10.0.2").Build()}
+	p.Produce(t.Context(), &scheduling.Request{}, set1)
+	if r, _ := p.InFlight("a"); r != 1 {
+		t.Fatalf("InFlight(a) = %d, want 1", r)
+	}
+	// Same keys, a's accounting replaced (a new identity), a new slice.
+	set2 := []*scheduling.Endpoint{schedulingtest.Endpoint("a").Load(a2).Build(), set1[1]}
+	p.Produce(t.Context(), &scheduling.Request{}, set2)
+	if r, _ := p.InFlight("a"); r != 5 {
+		t.Errorf("after the identity change: InFlight(a) = %d, want 5", r)
+	}
+	// A subset of the set does not disturb the index.
+	p.Produce(t.Context(), &scheduling.Request{}, set2[:1])
+	if idx := p.index.Load(); idx.n != 2 {
+		t.Errorf("a subset replaced the index of the full set (n = %d)", idx.n)
+	}
+	// Forget drops the index; the next request rebuilds it.
+	p.Forget("a")
+	if r, _ := p.InFlight("a"); r != 0 {
+		t.Errorf("after Forget, before the next request: InFlight(a) = %d, want 0", r)
+	}
+	p.Produce(t.Context(), &scheduling.Request{}, set2)
+	if r, _ := p.InFlight("a"); r != 5 {
+		t.Errorf("after Forget and a request: InFlight(a) = %d, want 5", r)
+	}
+}
+
+func ownCounters(p *Producer) int {
+	n := 0
+	p.counters.Range(func(_, _ any) bool { n++; return true })
+	return n
 }
 
 // TestRescheduleMoves checks that a second PreRequest moves the charge to
@@ -550,8 +653,9 @@ func TestForget(t *testing.T) {
 }
 
 // TestConcurrent hammers one producer from many goroutines, with pruning on
-// every Produce and some two-target results, and checks the counters come
-// back to exactly zero and are never seen negative. Run with -race.
+// every Produce, some two-target results and fallbacks, and checks the
+// counters come back to exactly zero and are never seen negative. Run
+// with -race.
 func TestConcurrent(t *testing.T) {
 	for _, acc := range accountings {
 		t.Run(acc.name, func(t *testing.T) {
@@ -580,11 +684,16 @@ func TestConcurrent(t *testing.T) {
 							}
 						}
 						if i%3 == 0 {
-							heldTargets.Add(int64(len(res.Targets())))
-							held <- req // completed later
+							heldTargets.Add(1) // the primary target
+							held <- req        // completed later
 							continue
 						}
-						p.ResponseStreaming(t.Context(), req, &scheduling.Response{}, []byte("x"), target)
+						served := target
+						if i%5 == 0 && len(res.Targets()) > 1 {
+							served = res.Targets()[1] // the gateway fell back
+							p.ResponseReceived(t.Context(), req, &scheduling.Response{}, served)
+						}
+						p.ResponseStreaming(t.Context(), req, &scheduling.Response{}, []byte("x"), served)
 						// Completion may be reported from several paths at once.
 						var cw sync.WaitGroup
 						for range 2 {

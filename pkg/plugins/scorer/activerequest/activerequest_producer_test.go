@@ -12,8 +12,8 @@ import (
 // TestWithProducer checks that the scorer reads the request counts of the
 // inflight-load-producer, built through the in-tree registry as the
 // configuration loader builds it, whatever the producer's token accounting:
-// each request counts once on each primary target from PreRequest until its
-// response completes.
+// each request counts once, on its primary target (where the EPP forwards
+// it), from PreRequest until its response completes.
 func TestWithProducer(t *testing.T) {
 	for _, params := range []string{"", `{"tokenAccounting": "llm-d", "addEstimatedOutputTokens": true}`} {
 		t.Run("producer parameters "+params, func(t *testing.T) {
@@ -75,9 +75,9 @@ func TestWithProducer(t *testing.T) {
 			r3 := &scheduling.Request{PromptTokens: 1000}
 			send(r1, a)
 			send(r2, a)
-			send(r3, b, a) // b primary, a fallback: both charged
-			// Counts a 3, b 1, c 0: (3−3)/3, (3−1)/3, idle.
-			check("three requests", 0, 2.0/3, 1)
+			send(r3, b, a) // b primary, a fallback: b charged
+			// Counts a 2, b 1, c 0: (2−2)/2, (2−1)/2, idle.
+			check("three requests", 0, 0.5, 1)
 			complete.ResponseComplete(t.Context(), r3, &scheduling.Response{EndOfStream: true}, b)
 			// Counts a 2, b 0, c 0.
 			check("r3 complete", 0, 1, 1)
