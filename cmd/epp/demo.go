@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	_ "embed"
 	"errors"
 	"flag"
 	"fmt"
@@ -23,7 +24,22 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/datastore"
 	"github.com/switchyard-ai/switchyard/pkg/gateway"
 	"github.com/switchyard-ai/switchyard/pkg/modelsim"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 	"github.com/switchyard-ai/switchyard/pkg/server"
+)
+
+// demoConfig is the demo's configuration without --config-file.
+//
+//go:embed demo_config.yaml
+var demoConfig string
+
+// demoWeight and demoPrice give the simulated servers different weights and
+// prices, so WeightedRoundRobin and LeastCost have something to choose by:
+// sim-i has weight demoWeight[i%4] and prices demoPrice[i%4] (USD per 1M
+// tokens, input and output).
+var (
+	demoWeight = [...]int{1, 1, 2, 4}
+	demoPrice  = [...][2]float64{{3, 15}, {1, 5}, {0.5, 1.5}, {0.2, 0.8}}
 )
 
 type demoFlags struct {
@@ -147,7 +163,8 @@ func demo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		sims = append(sims, s)
 		wg.Add(1)
 		go func() { defer wg.Done(); _ = s.http.Serve(lis) }()
-		fmt.Fprintf(&endpoints, "- name: %s\n  address: 127.0.0.1\n  port: %d\n  labels: {app: modelsim}\n", name, s.addr.Port)
+		fmt.Fprintf(&endpoints, "- name: %s\n  address: 127.0.0.1\n  port: %d\n  labels: {app: modelsim}\n  weight: %d\n  models:\n  - {name: %q, pricing: {input: %v, output: %v}}\n",
+			name, s.addr.Port, demoWeight[i%4], simCfg.Model, demoPrice[i%4][0], demoPrice[i%4][1])
 	}
 	dir, err := os.MkdirTemp("", "switchyard-demo-")
 	if err != nil {
@@ -167,6 +184,7 @@ func demo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		SecureServing: true,
 		EnablePprof:   false,
 		ConfigFile:    f.configFile,
+		ConfigText:    demoConfigText(f.configFile),
 		EndpointsFile: epFile,
 		PoolName:      "demo",
 		Logger:        logger.WithName("epp"),
@@ -209,7 +227,11 @@ func demo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "  %-10s http://%s  (model %s)\n", s.name, s.addr, simCfg.Model)
 	}
 	fmt.Fprintf(stdout, "\nSend a request:\n\n  curl -s %s/v1/completions -H 'content-type: application/json' \\\n    -d '{\"model\": \"%s\", \"prompt\": \"Write a haiku about routers\", \"max_tokens\": 32}'\n\n", gwURL, simCfg.Model)
-	fmt.Fprintf(stdout, "Requests that share a prompt prefix go to the endpoint that caches it; load spreads by queue and KV cache.\nPress Ctrl-C to stop.\n\n")
+	fmt.Fprintf(stdout, "Requests that share a prompt prefix go to the endpoint that caches it; load spreads by queue and KV cache.\n")
+	if f.strategy != "" {
+		fmt.Fprintf(stdout, "Selection strategy %s decides whenever the scorers do not clearly prefer one endpoint.\n", f.strategy)
+	}
+	fmt.Fprintf(stdout, "Press Ctrl-C to stop.\n\n")
 
 	var load *demoLoad
 	if f.traffic > 0 {
@@ -262,29 +284,61 @@ func writeTable(w io.Writer, store *datastore.Store, load *demoLoad) {
 	snap := store.Snapshot()
 	fmt.Fprintf(w, "%s\n", time.Now().Format("15:04:05"))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "ENDPOINT\tADDRESS\tQUEUE\tRUNNING\tKV\tPICKS\tIN-FLIGHT\tTTFT\tSTATE")
+	fmt.Fprintln(tw, "ENDPOINT\tADDRESS\tWEIGHT\tQUEUE\tRUNNING\tKV\tPICKS\tIN-FLIGHT\tE2E\tTTFT\tHEALTH\tBREAKER\tSTATE")
+	now := time.Now()
 	for _, e := range snap.All() {
 		m := e.Metrics()
 		var picks, inflight int64
-		ttft := "-"
-		if st, ok := datastore.StatsKey.Get(e); ok && st != nil {
+		ttft, e2e := "-", "-"
+		if st, ok := scheduling.LoadKey.Get(e); ok && st != nil {
 			inflight = st.InFlight()
 			picks = int64(st.Served()+st.Errors()) + inflight
 			if d := st.TTFT(); d > 0 {
 				ttft = d.Round(time.Millisecond).String()
 			}
+			if d := st.E2E(); d > 0 {
+				e2e = d.Round(time.Millisecond).String()
+			}
+		}
+		weight, ok := scheduling.WeightKey.Get(e)
+		if !ok {
+			weight = 1
+		}
+		health, breaker := "-", "closed"
+		if h, ok := scheduling.HealthKey.Get(e); ok && h != nil {
+			switch h.Probe() {
+			case scheduling.ProbeHealthy:
+				health = "healthy"
+			case scheduling.ProbeUnhealthy:
+				health = "unhealthy"
+			}
+			switch h.Breaker(now) {
+			case scheduling.BreakerOpen:
+				breaker = "open"
+			case scheduling.BreakerHalfOpen:
+				breaker = "half-open"
+			}
 		}
 		state := "ready"
-		if snap.Stale(e) {
-			state = "stale"
+		if why := snap.OutOfRotation(e); why != "" {
+			state = why
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f%%\t%d\t%d\t%s\t%s\n", e.Name(), e.HostPort(), m.WaitingQueueSize, m.RunningRequestsSize,
-			100*m.KVCacheUsagePercent, picks, inflight, ttft, state)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%.1f%%\t%d\t%d\t%s\t%s\t%s\t%s\t%s\n", e.Name(), e.HostPort(), weight, m.WaitingQueueSize, m.RunningRequestsSize,
+			100*m.KVCacheUsagePercent, picks, inflight, e2e, ttft, health, breaker, state)
 	}
 	_ = tw.Flush()
 	if load != nil {
 		fmt.Fprintf(w, "load: %d sent, %d ok, %d failed\n", load.sent.Load(), load.ok.Load(), load.failed.Load())
 	}
+}
+
+// demoConfigText is the embedded demo configuration, unless the user gave
+// a file.
+func demoConfigText(file string) string {
+	if file != "" {
+		return ""
+	}
+	return demoConfig
 }
 
 func isTerminal(w io.Writer) bool {

@@ -68,7 +68,9 @@ func TestDemo(t *testing.T) {
 	require.Regexp(t, `sim-\d`, resp.Header.Get("x-modelsim-id"))
 
 	// The table shows both endpoints, ready, with the built-in traffic's picks.
-	row := regexp.MustCompile(`(?m)^sim-(\d) +127\.0\.0\.1:\d+ +\d+ +\d+ +[\d.]+% +(\d+) +\d+ +\S+ +ready$`)
+	// Columns: endpoint, address, weight, queue, running, KV, picks,
+	// in-flight, E2E, TTFT, health, breaker, state.
+	row := regexp.MustCompile(`(?m)^sim-(\d) +127\.0\.0\.1:\d+ +[124] +\d+ +\d+ +[\d.]+% +(\d+) +\d+ +\S+ +\S+ +healthy +closed +ready$`)
 	require.Eventually(t, func() bool {
 		picks := 0
 		sc := bufio.NewScanner(strings.NewReader(out.String()))
@@ -101,4 +103,40 @@ func TestDemoFlags(t *testing.T) {
 	errOut.Reset()
 	require.Equal(t, 2, runDemo([]string{"--time-scale", "-1"}, &out, &errOut))
 	require.Contains(t, errOut.String(), "--time-scale must be positive")
+}
+
+// epp demo --selection-strategy runs the demo with that strategy behind the
+// scorers and says so.
+func TestDemoSelectionStrategy(t *testing.T) {
+	var out, errOut syncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	f := demoFlags{endpoints: 4, listen: "127.0.0.1:0", timeScale: 0.01, strategy: "LeastCost"}
+	done := make(chan error, 1)
+	go func() { done <- demo(ctx, f, &out, &errOut) }()
+	gw := regexp.MustCompile(`gateway +(http://127\.0\.0\.1:\d+)`)
+	var url string
+	require.Eventually(t, func() bool {
+		m := gw.FindStringSubmatch(out.String())
+		if m != nil {
+			url = m[1]
+		}
+		return m != nil
+	}, 30*time.Second, 10*time.Millisecond, "no banner: %s %s", out.String(), errOut.String())
+	require.Contains(t, out.String(), "Selection strategy LeastCost decides")
+	client := &http.Client{}
+	defer client.CloseIdleConnections()
+	// Idle servers tie on every scorer: the strategy decides, and LeastCost
+	// takes the cheapest (sim-3).
+	for i := range 5 {
+		resp, err := client.Post(url+"/v1/completions", "application/json",
+			strings.NewReader(fmt.Sprintf(`{"model": "meta-llama/Llama-3.1-8B-Instruct", "prompt": "cost %d", "max_tokens": 2}`, i)))
+		require.NoError(t, err)
+		_, _ = io.ReadAll(resp.Body)
+		_ = resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+		require.Equal(t, "sim-3", resp.Header.Get("x-modelsim-id"))
+	}
+	cancel()
+	require.NoError(t, <-done)
 }
