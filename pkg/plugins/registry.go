@@ -13,6 +13,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/leastbusy"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/leastlatency"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/maxscore"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/prefixawarehash"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/random"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/roundrobin"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/strategy"
@@ -79,5 +80,7 @@ func InTree() *scheduling.Registry {
 		consistenthash.Registration,
 		leastbusy.Registration,
 		strategy.Registration,
+		// issue 10: strategies group 2
+		prefixawarehash.Registration,
 	)
 }
