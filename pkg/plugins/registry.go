@@ -10,6 +10,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/plugins/parser/openai"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/parser/passthrough"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/consistenthash"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/engineload"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/leastbusy"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/leastlatency"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/maxscore"
@@ -82,5 +83,6 @@ func InTree() *scheduling.Registry {
 		strategy.Registration,
 		// issue 10: strategies group 2
 		prefixawarehash.Registration,
+		engineload.Registration,
 	)
 }
