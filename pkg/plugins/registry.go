@@ -12,6 +12,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/consistenthash"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/engineload"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/leastbusy"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/leastcost"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/leastlatency"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/maxscore"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/prefixawarehash"
@@ -84,5 +85,6 @@ func InTree() *scheduling.Registry {
 		// issue 10: strategies group 2
 		prefixawarehash.Registration,
 		engineload.Registration,
+		leastcost.Registration,
 	)
 }
