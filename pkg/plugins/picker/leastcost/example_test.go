@@ -2,13 +2,10 @@ package leastcost_test
 
 import (
 	"context"
-	"os"
-	"strings"
 	"testing"
 
 	"github.com/switchyard-ai/switchyard/pkg/config"
 	"github.com/switchyard-ai/switchyard/pkg/plugins"
-	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/leastcost"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling/schedulingtest"
 )
@@ -21,21 +18,6 @@ func load(t *testing.T, doc string) *config.Loaded {
 	}
 	t.Cleanup(loaded.Close)
 	return loaded
-}
-
-// TestREADMEExample loads the README's example with the real loader.
-func TestREADMEExample(t *testing.T) {
-	doc, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := string(doc)
-	start := strings.Index(s, "```yaml\n") + len("```yaml\n")
-	end := strings.Index(s[start:], "```")
-	loaded := load(t, s[start:start+end])
-	if _, ok := loaded.Plugins[leastcost.Type].(*leastcost.Picker); !ok {
-		t.Errorf("plugins = %v", loaded.Plugins)
-	}
 }
 
 // TestC27_TierFilterInAConfiguration: a smart-routing tier is a

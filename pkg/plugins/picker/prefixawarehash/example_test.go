@@ -1,32 +1,46 @@
 package prefixawarehash_test
 
 import (
-	"context"
-	"os"
-	"strings"
+	"encoding/json"
+	"fmt"
 	"testing"
 
-	"github.com/switchyard-ai/switchyard/pkg/config"
 	"github.com/switchyard-ai/switchyard/pkg/plugins"
-	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/prefixawarehash"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling/schedulingtest"
 )
 
-// TestREADMEExample loads the README's example with the real loader and
-// the in-tree registry.
-func TestREADMEExample(t *testing.T) {
-	doc, err := os.ReadFile("README.md")
-	if err != nil {
-		t.Fatal(err)
+// TestC16_FallbackAgreesWithConsistentHash: the fallback is model-name
+// consistent hashing: with prefix routing disabled the picker chooses, for
+// every model, what the consistent-hash-picker chooses over the same
+// candidates (both built from the in-tree registry, as a configuration
+// would build them), fallbacks included.
+func TestC16_FallbackAgreesWithConsistentHash(t *testing.T) {
+	reg := plugins.InTree()
+	build := func(typ, params string) scheduling.Picker {
+		r, ok := reg.Lookup(typ)
+		if !ok {
+			t.Fatalf("no %s", typ)
+		}
+		p, err := r.Factory(typ, json.RawMessage(params), schedulingtest.NewHandle(t))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p.(scheduling.Picker)
 	}
-	s := string(doc)
-	start := strings.Index(s, "```yaml\n") + len("```yaml\n")
-	end := strings.Index(s[start:], "```")
-	loaded, err := config.Load([]byte(s[start:start+end]), config.Options{Registry: plugins.InTree(), Context: context.Background(), Seed: 1})
-	if err != nil {
-		t.Fatal(err)
+	ch := build("consistent-hash-picker", `{"maxNumOfEndpoints": 2}`)
+	pah := build("prefix-aware-hash-picker", `{"enabled": false, "maxNumOfEndpoints": 2}`)
+	eps := schedulingtest.Endpoints(17, nil)
+	scored := make([]scheduling.ScoredEndpoint, len(eps))
+	for i, e := range eps {
+		scored[i] = scheduling.ScoredEndpoint{Endpoint: e}
 	}
-	defer loaded.Close()
-	if _, ok := loaded.Plugins[prefixawarehash.Type].(*prefixawarehash.Picker); !ok {
-		t.Errorf("plugins = %v", loaded.Plugins)
+	for i := range 200 {
+		req := &scheduling.Request{Model: fmt.Sprintf("model-%d", i), Prompt: scheduling.Prompt{Messages: []scheduling.Message{{Role: "system", Content: "s"}}}}
+		a := schedulingtest.Names(ch.Pick(t.Context(), req, scored).Targets)
+		b := schedulingtest.Names(pah.Pick(t.Context(), req, scored).Targets)
+		if fmt.Sprint(a) != fmt.Sprint(b) {
+			t.Fatalf("model-%d: consistent-hash-picker %v, prefix-aware-hash-picker fallback %v", i, a, b)
+		}
 	}
 }
