@@ -14,9 +14,12 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/plugins/parser/openai"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/parser/passthrough"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/consistenthash"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/engineload"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/leastbusy"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/leastcost"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/leastlatency"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/maxscore"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/prefixawarehash"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/random"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/roundrobin"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/strategy"
@@ -88,5 +91,9 @@ func InTree() *scheduling.Registry {
 		circuitbreaker.Registration,
 		servedmodel.Registration,
 		callerscope.Registration,
+		// issue 10: strategies group 2
+		prefixawarehash.Registration,
+		engineload.Registration,
+		leastcost.Registration,
 	)
 }

@@ -1,0 +1,34 @@
+package leastcost
+
+import (
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+)
+
+// lint fails on every promlint problem of the metrics gathered from reg.
+func lint(t *testing.T, reg *prometheus.Registry) {
+	t.Helper()
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fams) == 0 {
+		t.Fatal("no metrics gathered")
+	}
+	problems, err := promlint.NewWithMetricFamilies(fams).Lint()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("metric %s: %s", p.Metric, p.Text)
+	}
+}
+
+func TestMetricsLint(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	pk := newPicker(t, reg, 1, nil)
+	pk.Pick(t.Context(), chatReq("m", 1, 1), scoredOf(ep("a")))
+	lint(t, reg)
+}
