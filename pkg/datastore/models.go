@@ -91,7 +91,9 @@ func decodeModel(errs *ErrorList, path string, v any, m *scheduling.ModelEntry) 
 			}
 		}
 	}
-	if raw, ok := obj["pricing"]; ok && raw != nil {
+	if raw, ok := obj["pricing"]; ok && raw == nil {
+		m.Unpriced = true // pricing: null shadows a catalog price
+	} else if ok {
 		po, ok := raw.(map[string]any)
 		if !ok {
 			errs.Add(path+".pricing", "expected an object {input, output} in USD per 1M tokens, got %s", yamldoc.TypeName(raw))

@@ -68,11 +68,14 @@ type ModelEntry struct {
 	Name string
 	// Aliases are other names that resolve to Name at this endpoint.
 	Aliases []string
-	// Pricing is the endpoint's price for the model; nil means the entry
-	// declares no price. A declared entry without pricing shadows a
-	// catalog price (the endpoint is unpriced for that model); a model
-	// without an entry takes the catalog's.
+	// Pricing is the endpoint's price for the model; nil when the entry
+	// gives none, and then the least-cost picker's catalog price applies.
 	Pricing *Price
+	// Unpriced says the endpoint has no price for the model even if a
+	// catalog has one (the endpoints file's `pricing: null`): a pricing
+	// block that declares nothing shadows the catalog, as the guide's
+	// metadata block without pricing does.
+	Unpriced bool
 }
 
 // EndpointModels are the models an endpoint declares. Immutable once

@@ -67,7 +67,7 @@ endpoints:
 				{Name: "a", Address: "127.0.0.1", Port: 1, Internal: true, Models: []scheduling.ModelEntry{
 					{Name: "meta-llama/Llama-3.1-8B-Instruct", Aliases: []string{"llama", "llama-8b"}, Pricing: &scheduling.Price{Input: 0.15, Output: 0.6}},
 					{Name: "mistral", Pricing: &scheduling.Price{Output: 1}},
-					{Name: "qwen"},
+					{Name: "qwen", Unpriced: true},
 				}},
 				{Name: "b", Address: "127.0.0.1", Port: 2, Models: []scheduling.ModelEntry{}},
 			},

@@ -158,10 +158,17 @@ func ModelKey(req *scheduling.Request) string {
 func LookupPrice(e *scheduling.Endpoint, model string, catalog map[string]scheduling.Price) (scheduling.Price, bool) {
 	if models, ok := scheduling.ModelsKey.Get(e); ok && models != nil {
 		if entry, ok := models.Lookup(model); ok {
-			if entry.Pricing == nil || !validPrice(entry.Pricing.Input) || !validPrice(entry.Pricing.Output) {
+			switch {
+			case entry.Unpriced:
+				// A pricing block that declares nothing shadows the catalog.
 				return scheduling.Price{}, false
+			case entry.Pricing != nil:
+				if !validPrice(entry.Pricing.Input) || !validPrice(entry.Pricing.Output) {
+					return scheduling.Price{}, false
+				}
+				return *entry.Pricing, true
 			}
-			return *entry.Pricing, true
+			// An entry without pricing takes the catalog's price.
 		}
 	}
 	price, ok := catalog[model]

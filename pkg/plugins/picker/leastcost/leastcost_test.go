@@ -87,7 +87,8 @@ func chatReq(model string, promptTokens, maxOut int) *scheduling.Request {
 }
 
 // TestC23_PriceLookup: the endpoint's own price first, then the catalog;
-// an entry without pricing shadows the catalog.
+// a pricing block that declares nothing (pricing: null) shadows the
+// catalog, an entry without one takes the catalog's price.
 func TestC23_PriceLookup(t *testing.T) {
 	catalog := map[string]scheduling.Price{"llama": {Input: 1, Output: 2}}
 	tests := []struct {
@@ -99,7 +100,8 @@ func TestC23_PriceLookup(t *testing.T) {
 	}{
 		{name: "declared price", e: ep("a", scheduling.ModelEntry{Name: "llama", Pricing: price(0.2, 0.6)}), model: "llama", want: scheduling.Price{Input: 0.2, Output: 0.6}, wantOK: true},
 		{name: "by alias", e: ep("a", scheduling.ModelEntry{Name: "llama-3.3-70b", Aliases: []string{"llama"}, Pricing: price(0.3, 0.7)}), model: "llama", want: scheduling.Price{Input: 0.3, Output: 0.7}, wantOK: true},
-		{name: "entry without pricing shadows the catalog", e: ep("a", scheduling.ModelEntry{Name: "llama"}), model: "llama", wantOK: false},
+		{name: "pricing null shadows the catalog", e: ep("a", scheduling.ModelEntry{Name: "llama", Unpriced: true}), model: "llama", wantOK: false},
+		{name: "entry without pricing: catalog", e: ep("a", scheduling.ModelEntry{Name: "llama"}), model: "llama", want: catalog["llama"], wantOK: true},
 		{name: "no declaration: catalog", e: ep("a"), model: "llama", want: catalog["llama"], wantOK: true},
 		{name: "other models declared: catalog", e: ep("a", scheduling.ModelEntry{Name: "qwen", Pricing: price(9, 9)}), model: "llama", want: catalog["llama"], wantOK: true},
 		{name: "nowhere", e: ep("a"), model: "mistral", wantOK: false},
