@@ -6,12 +6,17 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"slices"
 
 	"github.com/switchyard-ai/switchyard/pkg/config"
+	"github.com/switchyard-ai/switchyard/pkg/datastore"
+	"github.com/switchyard-ai/switchyard/pkg/datastore/endpointsfile"
 	"github.com/switchyard-ai/switchyard/pkg/plugins"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
-const validateUsage = `Usage: epp validate [-o yaml|json] [--selection-strategy NAME] FILE...
+const validateUsage = `Usage: epp validate [-o yaml|json] [--selection-strategy NAME] [--endpoints-file F] FILE...
 
 Loads each EndpointPickerConfig file exactly as the server does and prints
 FILE: OK, or every error with its field path. Warnings go to stderr.
@@ -23,7 +28,9 @@ stderr.
 
 With --selection-strategy (else $SWITCHYARD_SELECTION_STRATEGY) each file
 is loaded with that strategy, as the server would: notes on stderr say
-what it changes.
+what it changes. With --endpoints-file, the warnings that depend on the
+endpoints are checked against that standalone endpoints file too (LeastCost
+with fewer than two priced replicas of a model).
 
 Files are held to the bounds the server applies: at most 1 MiB (also once
 YAML aliases are expanded), 512 plugins, 64 scheduling profiles and 128
@@ -42,6 +49,7 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	output := fs.String("o", "", "print the effective configuration: yaml or json")
 	var strategyFlag string
 	registerSelectionStrategy(fs, &strategyFlag)
+	endpointsFile := fs.String("endpoints-file", "", "a standalone endpoints file to check the endpoint-dependent warnings against")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, validateUsage)
 		fs.PrintDefaults()
@@ -77,6 +85,13 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "epp validate: %v\n", err)
 		return 2
 	}
+	var endpoints []*scheduling.Endpoint
+	if *endpointsFile != "" {
+		if endpoints, err = readEndpoints(*endpointsFile); err != nil {
+			fmt.Fprintf(stderr, "epp validate: --endpoints-file: %v\n", err)
+			return 1
+		}
+	}
 	// Reports go to stdout, unless stdout carries configurations.
 	report := stdout
 	if *output != "" {
@@ -101,7 +116,8 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 			continue
 		}
 		loaded.Close() // only its effective configuration is used
-		for _, w := range loaded.Warnings {
+		warnings := slices.Concat(loaded.Warnings, plugins.ConfigWarnings(loaded), plugins.EndpointWarnings(loaded, endpoints))
+		for _, w := range warnings {
 			fmt.Fprintf(stderr, "%s: warning: %s\n", file, w)
 		}
 		for _, n := range loaded.Notes {
@@ -119,6 +135,24 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return code
+}
+
+// readEndpoints reads a standalone endpoints file into endpoints as the
+// store publishes them (with their models and prices).
+func readEndpoints(path string) ([]*scheduling.Endpoint, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	specs, err := endpointsfile.Parse(data)
+	if err != nil {
+		return nil, err
+	}
+	store := datastore.New(datastore.Options{})
+	if err := store.Replace(specs); err != nil {
+		return nil, err
+	}
+	return store.Snapshot().All(), nil
 }
 
 // render prints the effective configurations of the valid files; with

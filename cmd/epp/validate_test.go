@@ -145,3 +145,61 @@ func TestValidateRefusesOversizedConfigs(t *testing.T) {
 		t.Errorf("stdout (-want +got):\n%s", diff)
 	}
 }
+
+// The selection strategies' warnings from the guide (issue 10 item 7):
+// PrefixAwareHash with prefix routing disabled, EngineLoad without engine
+// metrics, LeastCost with fewer than two priced replicas (C-26).
+func TestValidateStrategyWarnings(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+		return p
+	}
+	const header = "apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: EndpointPickerConfig\n"
+	prefixOff := write("prefix-off.yaml", header+`plugins:
+- type: prefix-aware-hash-picker
+  parameters: {enabled: false}
+schedulingProfiles:
+- name: default
+  plugins: [{pluginRef: prefix-aware-hash-picker}]
+`)
+	engineNoMetrics := write("engine.yaml", header+`plugins:
+- type: engine-load-picker
+schedulingProfiles:
+- name: default
+  plugins: [{pluginRef: engine-load-picker}]
+dataLayer:
+  sources: []
+`)
+	leastCost := write("cost.yaml", header+`plugins:
+- type: least-cost-picker
+schedulingProfiles:
+- name: default
+  plugins: [{pluginRef: least-cost-picker}]
+`)
+	endpoints := write("endpoints.yaml", `endpoints:
+- {name: a, address: 127.10.0.1, port: 8000, models: [{name: m, pricing: {input: 1, output: 2}}]}
+- {name: b, address: 127.10.0.2, port: 8000, models: [{name: m}]}
+`)
+	for _, tc := range []struct {
+		name string
+		args []string
+		want string
+	}{
+		{"prefix routing disabled", []string{"validate", prefixOff}, `prefix-aware-hash-picker "prefix-aware-hash-picker": prefix routing is disabled`},
+		{"engine load without metrics", []string{"validate", engineNoMetrics}, `engine-load-picker "engine-load-picker" reads waiting_requests and kv_cache_usage from scraped engine metrics, but the configuration scrapes none`},
+		{"least cost with one priced replica", []string{"validate", "--endpoints-file", endpoints, leastCost}, `least-cost-picker: model "m" is served by 2 endpoints but only 1 are priced`},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			code, stdout, stderr := runEPP(tc.args...)
+			require.Equal(t, 0, code, stderr)
+			require.Contains(t, stdout, ": OK")
+			require.Contains(t, stderr, "warning: ")
+			require.Contains(t, stderr, tc.want)
+		})
+	}
+	// Without the endpoints file there is nothing to check prices against.
+	_, _, stderr := runEPP("validate", leastCost)
+	require.NotContains(t, stderr, "priced")
+}

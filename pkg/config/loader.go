@@ -473,13 +473,11 @@ func (l *loader) constructAt(name, pluginType string, params json.RawMessage, s 
 	}
 	params, nested := l.strategies(name, pluginType, params, s)
 	h := l.handle.ForInstance()
-	var handle scheduling.Handle = h
-	if len(nested.stubs) > 0 {
-		// A strategy instance could not be built (its error is reported):
-		// the factory sees a stand-in, so that it still reports the
-		// problems of its own parameters.
-		handle = stubHandle{InstanceHandle: h, stubs: nested.stubs}
-	}
+	// When a strategy instance could not be built (its error is
+	// reported), the factory sees a stand-in, so that it still reports the
+	// problems of its own parameters.
+	label := s.label
+	handle := stubHandle{InstanceHandle: h, stubs: nested.stubs, warn: func(msg string) { l.warn("%s: %s", label, msg) }}
 	p, err := reg.Factory(name, params, handle)
 	if err != nil {
 		h.Cancel()

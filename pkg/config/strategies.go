@@ -260,11 +260,21 @@ func (s *stubPicker) Pick(_ context.Context, _ *scheduling.Request, _ []scheduli
 // fine: the instance is discarded).
 func (s *stubPicker) MaxEndpoints() int { return 1 }
 
-// stubHandle is an instance handle that finds stand-ins for failed
-// strategy instances.
+// stubHandle is the instance handle factories get: it finds stand-ins for
+// failed strategy instances, and Warn adds a configuration warning (shown
+// by epp validate and logged at start-up and reload) under the instance's
+// label.
 type stubHandle struct {
 	*scheduling.InstanceHandle
 	stubs map[string]scheduling.Plugin
+	warn  func(msg string)
+}
+
+// Warn records a configuration warning of the plugin being built.
+func (h stubHandle) Warn(msg string) {
+	if h.warn != nil {
+		h.warn(msg)
+	}
 }
 
 // Plugin implements scheduling.Handle.

@@ -416,7 +416,7 @@ func (s *Server) load(prev *generation) (*generation, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
-	for _, w := range loaded.Warnings {
+	for _, w := range slices.Concat(loaded.Warnings, plugins.ConfigWarnings(loaded)) {
 		s.log.Info("Configuration warning", "config", what, "warning", w)
 	}
 	gen := &generation{loaded: loaded, runtime: &extproc.Runtime{Scheduler: loaded.Scheduler, Format: "openai"}}
@@ -591,6 +591,7 @@ func (s *Server) Run(ctx context.Context) error {
 	}()
 	goLoop(s.scraper.Run)
 	goLoop(s.poolMetricsLoop)
+	goLoop(s.endpointWarningsLoop)
 	s.reloadMu.Lock()
 	s.runners.start(ctx, s.gen.Load().loaded)
 	s.reloadMu.Unlock()

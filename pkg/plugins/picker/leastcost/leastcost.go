@@ -362,6 +362,9 @@ func PricingWarnings(endpoints []*scheduling.Endpoint, p Params) []string {
 	return out
 }
 
+// Catalog returns the instance's catalog (read-only).
+func (p *Picker) Catalog() map[string]scheduling.Price { return p.catalog }
+
 // Registration registers the least-cost-picker.
 var Registration = scheduling.Registration{
 	Type:      Type,
