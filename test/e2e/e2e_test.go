@@ -118,11 +118,14 @@ func startClusterWith(t *testing.T, sims int, o clusterOpts) *cluster {
 	tokenFile := filepath.Join(dir, "metrics-token")
 	require.NoError(t, os.WriteFile(tokenFile, []byte(metricsToken+"\n"), 0o600))
 
-	metricsPort := freePort(t)
-	c.metrics = "http://127.0.0.1:" + strconv.Itoa(metricsPort)
+	// The metrics port must be known in advance (0 turns it off): a port
+	// free a moment ago on an address of its own in 127.0.0.0/8, so that
+	// parallel test runs do not race for it.
+	metricsIP, metricsPort := freeLoopbackAddr(t)
+	c.metrics = "http://" + net.JoinHostPort(metricsIP, strconv.Itoa(metricsPort))
 	args := []string{"--endpoints-file", epFile,
 		"--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", strconv.Itoa(metricsPort),
-		"--metrics-bind-address", "127.0.0.1", "--grpc-bind-address", "127.0.0.1", "--grpc-health-bind-address", "127.0.0.1",
+		"--metrics-bind-address", metricsIP, "--grpc-bind-address", "127.0.0.1", "--grpc-health-bind-address", "127.0.0.1",
 		"--metrics-token-file", tokenFile,
 		"--zap-encoder", "json", "-v", "3", "--seed", "7"}
 	if !o.noConformance {

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"os"
@@ -145,6 +146,19 @@ func (p *proc) jsonLogs(msg string) []map[string]any {
 		}
 	}
 	return out
+}
+
+// freeLoopbackAddr returns a random address of 127.0.0.0/8 (outside
+// 127.0.0.x) and a port free on it a moment ago.
+func freeLoopbackAddr(t *testing.T) (string, int) {
+	t.Helper()
+	ip := fmt.Sprintf("127.%d.%d.%d", 100+rand.IntN(100), rand.IntN(256), 1+rand.IntN(254))
+	l, err := net.Listen("tcp", net.JoinHostPort(ip, "0"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return ip, l.Addr().(*net.TCPAddr).Port
 }
 
 // freePort returns a loopback port that was free a moment ago.
