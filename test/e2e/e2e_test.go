@@ -172,6 +172,9 @@ type poolState struct {
 		InFlightTokens   int64  `json:"inFlightTokens"`
 		Served           uint64 `json:"served"`
 		LoadUnknown      string `json:"loadUnknown"`
+		Routable         bool   `json:"routable"`
+		Health           string `json:"health"`
+		Breaker          string `json:"breaker"`
 	} `json:"endpoints"`
 }
 
