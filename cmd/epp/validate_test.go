@@ -203,3 +203,42 @@ schedulingProfiles:
 	_, _, stderr := runEPP("validate", leastCost)
 	require.NotContains(t, stderr, "priced")
 }
+
+// C-06: a configuration is checked before it is applied: `epp validate`
+// loads it with the server's own loader, registry and bounds, so a file it
+// accepts is one the server (start-up or hot reload) accepts, and one it
+// refuses is refused by the server too, with the same field paths.
+func TestC06_ValidateChecksBeforeApplying(t *testing.T) {
+	dir := t.TempDir()
+	good := filepath.Join(dir, "good.yaml")
+	require.NoError(t, os.WriteFile(good, []byte(`apiVersion: inference.networking.x-k8s.io/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: strategy-picker
+  parameters: {strategy: prefix_aware_hash, strategyParameters: {loadFactorEpsilon: 0.5}}
+schedulingProfiles:
+- name: default
+  plugins: [{pluginRef: strategy-picker}]
+`), 0o600))
+	bad := filepath.Join(dir, "bad.yaml")
+	require.NoError(t, os.WriteFile(bad, []byte(`apiVersion: inference.networking.x-k8s.io/v1alpha1
+kind: EndpointPickerConfig
+plugins:
+- type: strategy-picker
+  parameters: {strategy: PrefixAwareHash, strategyParameters: {virtualNodes: 0}}
+schedulingProfiles:
+- name: default
+  plugins: [{pluginRef: strategy-picker}]
+`), 0o600))
+	code, stdout, _ := runEPP("validate", good)
+	require.Equal(t, 0, code)
+	require.Equal(t, good+": OK\n", stdout)
+	code, stdout, _ = runEPP("validate", bad)
+	require.Equal(t, 1, code)
+	require.Contains(t, stdout, `plugins[0] "strategy-picker" (strategy-picker): parameters: strategyParameters: virtualNodes: must be 1..1000, got 0`)
+	// The server refuses the same file at start-up, with the same message.
+	var out, errOut bytes.Buffer
+	code = run([]string{"--endpoints-file", "testdata/no-such-file.yaml", "--config-file", bad, "--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0"}, &out, &errOut)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut.String(), "virtualNodes: must be 1..1000, got 0")
+}
