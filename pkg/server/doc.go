@@ -39,7 +39,8 @@
 // Config.MetricsTokenFile (a static bearer token, watched); without either
 // the debug paths answer 404 and pprof is refused at start.
 //
-// Subpackages: tlsutil (self-signed and reloaded certificates), health
-// (the gRPC health service), metricsauth (--metrics-endpoint-auth),
-// tokenauth (--metrics-token-file). Imported by cmd/epp.
+// Subpackages: health (the gRPC health service), metricsauth
+// (--metrics-endpoint-auth), tokenauth (--metrics-token-file); TLS
+// (self-signed and reloaded certificates) comes from pkg/tlsutil, shared
+// with the site-relay. Imported by cmd/epp.
 package server

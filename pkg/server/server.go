@@ -37,8 +37,8 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/plugins/datalayer/metricssource"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 	"github.com/switchyard-ai/switchyard/pkg/server/health"
-	"github.com/switchyard-ai/switchyard/pkg/server/tlsutil"
 	"github.com/switchyard-ai/switchyard/pkg/server/tokenauth"
+	"github.com/switchyard-ai/switchyard/pkg/tlsutil"
 )
 
 // Config is what the flags of `epp serve` set. Zero durations and sizes

@@ -7,7 +7,8 @@
 //     started (--enable-cert-reload), follows changes to them.
 //   - ServerConfig builds the server tls.Config (TLS 1.2 or later, ALPN h2).
 //
-// pkg/server (the serve command) imports it.
+// pkg/server (the serve command) and pkg/multisite (the site-relay and the
+// EPP's signals poller) import it.
 //
 // # Key type
 //
