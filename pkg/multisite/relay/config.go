@@ -518,7 +518,7 @@ func (c *Config) Validate() (warnings []string, err error) {
 	}
 	checkAddr(&errs, "listenAddress", c.ListenAddress)
 	checkAddr(&errs, "adminAddress", c.AdminAddress)
-	if c.ListenAddress == c.AdminAddress && c.ListenAddress != "" {
+	if c.ListenAddress == c.AdminAddress && c.ListenAddress != "" && !strings.HasSuffix(c.ListenAddress, ":0") {
 		errs.Add("adminAddress", "must differ from listenAddress (%s)", c.ListenAddress)
 	}
 	if c.TLS.CertFile == "" {
