@@ -151,3 +151,24 @@ func reserve(t *testing.T, ip string) string {
 	require.NoError(t, l.Close())
 	return addr
 }
+
+// TestReadmeExample: the configuration the README's site-relay section
+// shows is valid, and is the one in testdata.
+func TestReadmeExample(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(readme), "\n## site-relay\n")
+	require.True(t, ok, "README has a site-relay section")
+	_, block, ok := strings.Cut(section, "```yaml\n")
+	require.True(t, ok)
+	block, _, ok = strings.Cut(block, "```\n")
+	require.True(t, ok)
+	file := filepath.Join(t.TempDir(), "readme.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(block), 0o600))
+	code, out, errOut := runCmd(t, nil, "validate", file)
+	assert.Equal(t, 0, code, out+errOut)
+	testdata, err := os.ReadFile("testdata/site-relay.yaml")
+	require.NoError(t, err)
+	_, want, _ := strings.Cut(string(testdata), "\n") // the first line is a comment
+	assert.Equal(t, want, block)
+}

@@ -405,7 +405,13 @@ func (r *Relay) ownRows(now time.Time, out []signals.Sample) []signals.Sample {
 func (r *Relay) assemble(now time.Time, all bool) []signals.Sample {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	out := r.ownRows(now, make([]signals.Sample, 0, 64))
+	n := 8 * len(r.providers)
+	if all {
+		for _, p := range r.peers {
+			n += len(p.samples) + len(p.known) + 2
+		}
+	}
+	out := r.ownRows(now, make([]signals.Sample, 0, n))
 	if all {
 		for _, p := range r.peers {
 			out = p.rows(now, out)
