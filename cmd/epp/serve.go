@@ -36,6 +36,7 @@ type serveFlags struct {
 	grpcMaxConnIdle, grpcMaxConnAge   time.Duration
 	grpcMaxConnAgeGrace               time.Duration
 	grpcMaxStreamsTotal               int64
+	grpcMaxMsg                        int
 	maxBuffered                       int64
 	requestBodyTimeout                time.Duration
 	conformanceHeaders                bool
@@ -76,7 +77,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.healthBind, "grpc-health-bind-address", "", "IP address the gRPC health listener binds (default: every interface)")
 	fs.StringVar(&f.metricsBind, "metrics-bind-address", "", "IP address the metrics listener binds (default: every interface); the port is --metrics-port")
 	fs.BoolVar(&f.metricsAuth, "metrics-endpoint-auth", true, "Kubernetes mode: the metrics port (/metrics, /debug/*) requires a bearer token allowed by a TokenReview and a SubjectAccessReview (GET on the path); not enforced in standalone mode, which has no API server (see --metrics-token-file)")
-	fs.StringVar(&f.metricsTokenFile, "metrics-token-file", "", "file holding a bearer token that every request to the metrics port must carry (Authorization: Bearer ...); watched for rotation. Turns on /debug/endpoints. For standalone mode, or Kubernetes mode with --metrics-endpoint-auth=false")
+	fs.StringVar(&f.metricsTokenFile, "metrics-token-file", "", "file holding a bearer token that every request to the metrics port must carry (Authorization: Bearer ...); watched for rotation (a file that becomes unreadable or invalid keeps the last good token: revoke by writing a new one). Turns on /debug/endpoints. For standalone mode, or Kubernetes mode with --metrics-endpoint-auth=false")
 	fs.BoolVar(&f.pprof, "enable-pprof", d.EnablePprof, "serve /debug/pprof/ on the metrics port (GIE's default is true; Switchyard's is false); needs --metrics-token-file or --metrics-endpoint-auth")
 	fs.UintVar(&f.grpcMaxStreams, "grpc-max-concurrent-streams", uint(d.GRPCMaxConcurrentStreams), "most ext_proc streams (HTTP requests) one gRPC connection carries at a time; a proxy opens more connections beyond")
 	fs.DurationVar(&f.grpcMaxConnIdle, "grpc-max-connection-idle", d.GRPCMaxConnectionIdle, "close (GOAWAY) an ext_proc connection that carried no stream for this long; 0: never")
@@ -104,7 +105,8 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.Int64Var(&f.maxBody, "max-request-body-bytes", d.MaxRequestBodyBytes, "largest request body accepted (413 above)")
 	fs.Int64Var(&f.maxBuffered, "max-buffered-request-bytes", d.MaxBufferedBytes, "process-wide budget of body bytes held while streams wait for the rest of a body (503 buffer_budget_exhausted beyond); bodies holding more than 256 KiB get three quarters of it, the rest is kept for small requests")
 	fs.DurationVar(&f.requestBodyTimeout, "request-body-timeout", d.RequestBodyTimeout, "longest time from a stream's start until its request body is complete (408 body_timeout after)")
-	fs.Int64Var(&f.grpcMaxStreamsTotal, "grpc-max-streams", d.MaxStreams, "most ext_proc streams open at once over every connection (RESOURCE_EXHAUSTED beyond)")
+	fs.Int64Var(&f.grpcMaxStreamsTotal, "grpc-max-streams", d.MaxStreams, "most ext_proc streams open at once over every connection (RESOURCE_EXHAUSTED beyond); with --grpc-max-message-bytes it bounds what partial messages can hold")
+	fs.IntVar(&f.grpcMaxMsg, "grpc-max-message-bytes", d.GRPCMaxRecvMsgSize, "largest ext_proc message (Envoy's body chunks stay within its 1 MiB buffer limit)")
 	fs.BoolVar(&f.conformanceHeaders, "enable-conformance-test-headers", false, "honour test-epp-endpoint-selection on every request and echo x-conformance-test-served-endpoint to clients (GIE conformance runs and tests only: it lets clients choose the endpoint)")
 	fs.DurationVar(&f.shutdownGrace, "shutdown-grace", d.ShutdownGrace, "how long shutdown waits for open streams")
 	fs.Uint64Var(&f.seed, "seed", 0, "seed for plugin randomness (0: random)")
@@ -162,7 +164,7 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 	if f.grpcMaxConnAgeGrace > 0 && f.grpcMaxConnAge == 0 {
 		errs = append(errs, "--grpc-max-connection-age-grace needs --grpc-max-connection-age")
 	}
-	if f.pprof && f.metricsTokenFile == "" && !(kubeModeFlags(f) && f.metricsAuth) {
+	if f.pprof && f.metricsPort != 0 && f.metricsTokenFile == "" && !(kubeModeFlags(f) && f.metricsAuth) {
 		errs = append(errs, "--enable-pprof exposes heap, goroutine and CPU profiles and the command line: it needs --metrics-token-file (or, in Kubernetes mode, --metrics-endpoint-auth)")
 	}
 	if f.metricsTokenFile != "" && kubeModeFlags(f) && f.metricsAuth {
@@ -201,6 +203,9 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 	}
 	if f.requestBodyTimeout <= 0 {
 		errs = append(errs, fmt.Sprintf("--request-body-timeout: must be positive, got %s", f.requestBodyTimeout))
+	}
+	if f.grpcMaxMsg < 64<<10 {
+		errs = append(errs, fmt.Sprintf("--grpc-max-message-bytes: must be at least 65536, got %d", f.grpcMaxMsg))
 	}
 	if f.grpcMaxStreamsTotal <= 0 {
 		errs = append(errs, fmt.Sprintf("--grpc-max-streams: must be positive, got %d", f.grpcMaxStreamsTotal))
@@ -281,6 +286,7 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 		MaxBufferedBytes:                 f.maxBuffered,
 		RequestBodyTimeout:               f.requestBodyTimeout,
 		MaxStreams:                       f.grpcMaxStreamsTotal,
+		GRPCMaxRecvMsgSize:               f.grpcMaxMsg,
 		ConformanceTestHeaders:           f.conformanceHeaders,
 		ShutdownGrace:                    f.shutdownGrace,
 		Seed:                             f.seed,

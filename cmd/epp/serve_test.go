@@ -102,7 +102,8 @@ func TestServeFlagDefaults(t *testing.T) {
 	require.Zero(t, cfg.GRPCMaxConnectionAge)
 	require.EqualValues(t, 256<<20, cfg.MaxBufferedBytes)
 	require.Equal(t, time.Minute, cfg.RequestBodyTimeout)
-	require.EqualValues(t, 50000, cfg.MaxStreams)
+	require.EqualValues(t, 10000, cfg.MaxStreams)
+	require.Equal(t, 2<<20, cfg.GRPCMaxRecvMsgSize)
 	require.False(t, cfg.ConformanceTestHeaders, "clients cannot steer routing by default")
 
 	f, fs = parse("--endpoints-file", "e.yaml", "--grpc-bind-address", "127.0.0.2", "--grpc-health-bind-address", "localhost",

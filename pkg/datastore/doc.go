@@ -57,9 +57,12 @@
 // the pool has endpoints but none is fresh (the metrics port is blocked,
 // every server is overloaded or reports unreadable load, the scraper just
 // started), Ready returns every endpoint and Snapshot.FailOpen reports it
-// so the caller can count it. Fail-open is the only way a request reaches
-// an endpoint whose scrapes fail or whose load is unknown, and it happens
-// only when no endpoint is healthy. When no scraper runs (the data layer is disabled),
+// so the caller can count it — except the endpoints whose load is unknown
+// while any endpoint's scrape merely fails: those report values that would
+// read as idle, so they are left out unless every endpoint's load is
+// unknown. Fail-open is the only way a request reaches an endpoint whose
+// scrapes fail or whose load is unknown, and it happens only when no
+// endpoint is healthy. When no scraper runs (the data layer is disabled),
 // SetScrapingEnabled(false) — the default — makes every endpoint ready and
 // none stale.
 //

@@ -674,6 +674,18 @@ func (s *Store) publishLocked(now time.Time) {
 	switch {
 	case fresh == n:
 		sn.ready = sn.all
+	case fresh == 0 && sn.loadUnknownCount > 0 && sn.loadUnknownCount < n:
+		// Fail open, but not to endpoints whose metrics report an
+		// unreadable load: their last metrics (zeros, if they never had a
+		// good scrape) would make them look idle and win every pick over
+		// servers whose scrapes merely time out under load.
+		sn.failOpen = true
+		sn.ready = make([]*scheduling.Endpoint, 0, n-sn.loadUnknownCount)
+		for i, e := range order {
+			if e.status.LoadUnknown == "" {
+				sn.ready = append(sn.ready, sn.all[i])
+			}
+		}
 	case fresh == 0:
 		sn.ready = sn.all
 		sn.failOpen = true

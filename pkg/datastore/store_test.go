@@ -318,7 +318,11 @@ func TestReadyAndFreshness(t *testing.T) {
 			},
 		},
 		{
-			name:     "every endpoint unknown or failing: fail-open",
+			// Failing open does not reach the endpoints whose load is
+			// unknown while another endpoint is merely failing (a server
+			// whose scrape times out under load must not lose to broken
+			// ones that read as idle).
+			name:     "every endpoint unknown or failing: fail-open to the failing ones",
 			scraping: true,
 			steps: []step{
 				{do: ok("a"), ready: []string{"a"}, stale: []string{"b", "c"}, published: true},
@@ -326,7 +330,18 @@ func TestReadyAndFreshness(t *testing.T) {
 					unknown("a")(s, c, id)
 					unknown("b")(s, c, id)
 					fail("c")(s, c, id)
-				}, ready: []string{"a", "b", "c"}, stale: []string{"a", "b", "c"}, failOpen: true, published: true, unknown: 2},
+				}, ready: []string{"c"}, stale: []string{"a", "b", "c"}, failOpen: true, published: true, unknown: 2},
+			},
+		},
+		{
+			name:     "every endpoint's load unknown: fail-open to all",
+			scraping: true,
+			steps: []step{
+				{do: func(s *Store, c *fakeClock, id map[string]uint64) {
+					unknown("a")(s, c, id)
+					unknown("b")(s, c, id)
+					unknown("c")(s, c, id)
+				}, ready: []string{"a", "b", "c"}, stale: []string{"a", "b", "c"}, failOpen: true, published: true, unknown: 3},
 			},
 		},
 		{

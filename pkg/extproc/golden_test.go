@@ -331,6 +331,15 @@ func TestGolden(t *testing.T) {
 			want: []*extprocv3.ProcessingResponse{immediate(400, "bad_request", "BadRequest", emptyBodyMessage)},
 		},
 		{
+			// Not an inference API (vLLM's cancel, sleep, reset_prefix_cache):
+			// routed as a request without body, here to the one endpoint the
+			// subset hint allows.
+			name: "POST without body to a non-inference path is routed like a GET",
+			pods: threePods(),
+			msgs: []*extprocv3.ProcessingRequest{withSubset(hdrs(true, ":method", "POST", ":path", "/v1/responses/resp_1/cancel", "x-request-id", "req-1"), list("127.10.0.2:8000"))},
+			want: []*extprocv3.ProcessingResponse{routed("127.10.0.2:8000")},
+		},
+		{
 			// Scheduled (lowest queue), not a random pick; no body response
 			// follows, since the gateway sent no body.
 			name:   "passthrough format: POST without body is scheduled",
@@ -386,13 +395,17 @@ func TestGolden(t *testing.T) {
 			name: "protocol: response headers before any request",
 			pods: threePods(),
 			msgs: []*extprocv3.ProcessingRequest{respHeaders("127.10.0.1:8000", false, ":status", "200")},
-			want: []*extprocv3.ProcessingResponse{immediate(400, "protocol_error", "BadRequest", "response headers received before the request was forwarded")},
+			want: []*extprocv3.ProcessingResponse{immediate(400, "protocol_error", "BadRequest", "response headers received before the request headers")},
 		},
 		{
-			name: "protocol: response headers while the request body is incomplete",
+			// Envoy runs its local replies (a timeout while the request
+			// was still arriving) through the response path: passed
+			// through, not refused.
+			name: "proxy's local reply while the request body is incomplete",
 			pods: threePods(),
-			msgs: []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(completion[:10], false), respHeaders("", false, ":status", "200")},
-			want: []*extprocv3.ProcessingResponse{immediate(400, "protocol_error", "BadRequest", "response headers received before the request was forwarded")},
+			msgs: []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(completion[:10], false),
+				respHeaders("", false, ":status", "408"), respBody(`{"error":"request timeout"}`, true)},
+			want: []*extprocv3.ProcessingResponse{respHeadersResp(), respBodyResp(`{"error":"request timeout"}`, true)},
 		},
 		{
 			name: "protocol: response body before any request",

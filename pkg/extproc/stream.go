@@ -99,8 +99,18 @@ func (st *stream) handle(msg *extprocv3.ProcessingRequest) ([]*extprocv3.Process
 		}
 		return st.route(endTrailers)
 	case *extprocv3.ProcessingRequest_ResponseHeaders:
-		if st.phase < phaseForwarded {
-			return st.protocolError("response headers received before the request was forwarded")
+		switch st.phase {
+		case phaseStart:
+			return st.protocolError("response headers received before the request headers")
+		case phaseRequestBody:
+			// A local reply of the proxy (a timeout or an error of its own
+			// while the request was still arriving) runs through the
+			// response path too: the request is abandoned, its body
+			// let go, and the reply passed through unread.
+			st.log.V(3).Info("The proxy answered the request itself before it was complete; passing its reply through")
+			st.release()
+			st.body = nil
+			st.passthrough = true
 		}
 		return st.responseHeaders(msg, v.ResponseHeaders), false
 	case *extprocv3.ProcessingRequest_ResponseBody:
@@ -185,7 +195,11 @@ func (st *stream) requestHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3.
 	if !h.GetEndOfStream() {
 		return nil, false // the answer waits for the body
 	}
-	if bodyless(st.headers[":method"]) {
+	if bodyless(st.headers[":method"]) ||
+		(st.s.opts.Runtime().format() != "passthrough" && requests.DetectAPI(st.path()) == requests.APIUnknown) {
+		// No body by definition, or a call without body to an API that is
+		// not an inference request (POST /v1/responses/{id}/cancel,
+		// /reset_prefix_cache, /sleep): routed like a GET.
 		return st.headerOnly()
 	}
 	// A method that carries a body (POST, PUT, PATCH, ...) or no method at
@@ -260,20 +274,24 @@ const (
 	endHeaders                 // end_of_stream on the headers: there is no body at all
 )
 
+// path is the request's path, as the proxy gave it.
+func (st *stream) path() string {
+	if p := st.headers[":path"]; p != "" {
+		return p
+	}
+	if p := st.headers["x-original-path"]; p != "" {
+		return p
+	}
+	return st.headers["x-forwarded-path"]
+}
+
 // route parses the complete body, schedules the request and answers. With
 // endTrailers the last body chunk does not end the stream and the trailers
 // get their answer; with endHeaders only the headers are answered (the
 // gateway sent no body, so no body response may follow).
 func (st *stream) route(end bodyEnd) ([]*extprocv3.ProcessingResponse, bool) {
 	st.rt = st.s.opts.Runtime()
-	path := st.headers[":path"]
-	if path == "" {
-		path = st.headers["x-original-path"]
-	}
-	if path == "" {
-		path = st.headers["x-forwarded-path"]
-	}
-	if err := requests.Parse(st.rt.format(), requests.DetectAPI(path), st.body, &st.parsed); err != nil {
+	if err := requests.Parse(st.rt.format(), requests.DetectAPI(st.path()), st.body, &st.parsed); err != nil {
 		var perr *requests.Error
 		if errors.As(err, &perr) {
 			return st.refuse(&refusal{status: http.StatusBadRequest, reason: ReasonBadRequest, message: perr.Error()})

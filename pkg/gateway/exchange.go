@@ -369,6 +369,13 @@ func (x *exchange) run() {
 		}
 		break
 	}
+	if x.upWaiting.Swap(upWaitNone) == upWaitNone && resp != nil {
+		// The header timeout fired as the headers arrived, and cancelled
+		// the upstream request: answer as a timeout, not with a response
+		// whose body can no longer be read.
+		_ = resp.Body.Close()
+		resp = nil
+	}
 	x.upTimer.Stop()
 	if resp == nil {
 		switch {
@@ -513,7 +520,15 @@ func (x *exchange) bodyTimeoutReply() *localReply {
 
 // upstreamTimerFired is upTimer's callback.
 func (x *exchange) upstreamTimerFired() {
-	x.upTimedOut.CompareAndSwap(upWaitNone, x.upWaiting.Load())
+	// Swapping to upWaitNone disarms: if the wait the timer measured ended
+	// first (the headers arrived and the loop swapped it), this is a no-op,
+	// and if the timer swaps first, the loop sees it and drops the
+	// response, so exactly one side decides.
+	w := x.upWaiting.Swap(upWaitNone)
+	if w == upWaitNone {
+		return
+	}
+	x.upTimedOut.CompareAndSwap(upWaitNone, w)
 	x.upCancel()
 }
 

@@ -27,16 +27,15 @@ import (
 
 // Fixed bounds of the listeners (the tunable ones are in Config).
 const (
-	// grpcMaxRecvMsgSize bounds one ext_proc message. Envoy streams body
-	// chunks far smaller than this in FULL_DUPLEX_STREAMED mode.
-	grpcMaxRecvMsgSize = 16 << 20
 	// grpcMaxHeaderListSize bounds a stream's gRPC metadata (the HTTP
 	// request's own headers travel inside the messages).
 	grpcMaxHeaderListSize = 1 << 20
 	// grpcStreamWindow and grpcConnWindow are the HTTP/2 flow-control
-	// windows of the ext_proc listener: a stream may have 256 KiB and a
-	// connection 4 MiB in flight unread (a 200 KB prompt still arrives in
-	// one round trip).
+	// windows of the ext_proc listener (fixed: gRPC's dynamic windows grow
+	// to 16 MiB). gRPC opens a stream's window to the size of the message
+	// being read, so what a stream can make the EPP hold before a message is
+	// complete is bounded by the largest message (Config.GRPCMaxRecvMsgSize),
+	// not by these windows.
 	grpcStreamWindow = 256 << 10
 	grpcConnWindow   = 4 << 20
 	// handshakeTimeout bounds a new connection's TLS handshake and HTTP/2
@@ -75,18 +74,18 @@ func (s *Server) listen() error {
 	if maxStreams == 0 {
 		maxStreams = DefaultGRPCMaxConcurrentStreams
 	}
+	maxMsg := s.cfg.GRPCMaxRecvMsgSize
+	if maxMsg <= 0 {
+		maxMsg = DefaultGRPCMaxRecvMsgSize
+	}
 	grpcOpts := []grpc.ServerOption{
-		grpc.MaxRecvMsgSize(grpcMaxRecvMsgSize),
+		grpc.MaxRecvMsgSize(maxMsg),
 		grpc.MaxHeaderListSize(grpcMaxHeaderListSize),
 		grpc.ConnectionTimeout(handshakeTimeout),
 		// One ext_proc stream per HTTP request: a proxy opens another
 		// connection when one connection's streams are all in use.
 		grpc.MaxConcurrentStreams(maxStreams),
-		// Fixed flow-control windows (gRPC's dynamic ones grow to 16 MiB
-		// per connection and stream): what a connection's streams have
-		// sent and the EPP not yet read is at most the connection window,
-		// so a client pushing bodies faster than they are refused cannot
-		// make the transport buffer them.
+		// Fixed flow-control windows (see grpcStreamWindow).
 		grpc.InitialWindowSize(grpcStreamWindow),
 		grpc.InitialConnWindowSize(grpcConnWindow),
 		// Proxies keep long-lived HTTP/2 connections; answer their pings,

@@ -216,3 +216,21 @@ func testutilCounter(t *testing.T, s *Server, name string) float64 {
 	t.Fatalf("no metric %s", name)
 	return 0
 }
+
+// A message above GRPCMaxRecvMsgSize ends its stream with
+// RESOURCE_EXHAUSTED: what a partial message can make the EPP hold is
+// bounded by it.
+func TestGRPCMaxRecvMsgSize(t *testing.T) {
+	s, _ := run(t, Config{EndpointsFile: sims(t, 1), GRPCMaxRecvMsgSize: 128 << 10})
+	client := extprocv3.NewExternalProcessorClient(dial(t, s.GRPCAddr(), false))
+	st, err := client.Process(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, st.Send(headers(false, ":path", "/v1/completions", ":method", "POST")))
+	_ = st.Send(reqBody(`{"model":"m","prompt":"` + strings.Repeat("x", 200<<10) + `"}`))
+	_, err = st.Recv()
+	require.Equal(t, codes.ResourceExhausted, status.Code(err), "%v", err)
+	// Messages within the limit are served on a new stream.
+	st2, err := client.Process(context.Background())
+	require.NoError(t, err)
+	require.Equal(t, "127.0.0.1", strings.Split(route(t, st2), ":")[0])
+}

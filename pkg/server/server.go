@@ -102,6 +102,11 @@ type Config struct {
 	// (--enable-conformance-test-headers): for GIE's conformance suite and
 	// tests only, never in production.
 	ConformanceTestHeaders bool
+	// GRPCMaxRecvMsgSize bounds one ext_proc message
+	// (--grpc-max-message-bytes); 0 means DefaultGRPCMaxRecvMsgSize. With
+	// MaxStreams it bounds what streams can make the EPP hold before their
+	// messages are complete: MaxStreams × GRPCMaxRecvMsgSize.
+	GRPCMaxRecvMsgSize int
 	// MaxStreams bounds the ext_proc streams open at once over all
 	// connections (--grpc-max-streams); beyond it a new stream fails with
 	// RESOURCE_EXHAUSTED. 0 means DefaultMaxStreams.
@@ -154,7 +159,11 @@ const (
 	// DefaultGRPCMaxConcurrentStreams is --grpc-max-concurrent-streams.
 	DefaultGRPCMaxConcurrentStreams = 1000
 	// DefaultMaxStreams is --grpc-max-streams.
-	DefaultMaxStreams = 50000
+	DefaultMaxStreams = 10000
+	// DefaultGRPCMaxRecvMsgSize is --grpc-max-message-bytes: Envoy hands
+	// body chunks to ext_proc as they arrive, within its 1 MiB buffer
+	// limit; the rest is headroom for the message's framing.
+	DefaultGRPCMaxRecvMsgSize = 2 << 20
 	// DefaultGRPCMaxConnectionIdle is --grpc-max-connection-idle.
 	DefaultGRPCMaxConnectionIdle = 15 * time.Minute
 )
@@ -169,6 +178,7 @@ func Defaults() Config {
 		SecureServing:                    true,
 		GRPCMaxConcurrentStreams:         DefaultGRPCMaxConcurrentStreams,
 		MaxStreams:                       DefaultMaxStreams,
+		GRPCMaxRecvMsgSize:               DefaultGRPCMaxRecvMsgSize,
 		MaxBufferedBytes:                 extproc.DefaultMaxBufferedBytes,
 		RequestBodyTimeout:               extproc.DefaultRequestBodyTimeout,
 		GRPCMaxConnectionIdle:            DefaultGRPCMaxConnectionIdle,
