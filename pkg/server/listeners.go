@@ -21,7 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/switchyard-ai/switchyard/pkg/server/health"
-	"github.com/switchyard-ai/switchyard/pkg/server/tokenauth"
+	"github.com/switchyard-ai/switchyard/pkg/tokenauth"
 	"github.com/switchyard-ai/switchyard/pkg/tlsutil"
 )
 

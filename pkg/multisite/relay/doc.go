@@ -6,7 +6,7 @@
 // # Who imports it
 //
 // cmd/site-relay, and tests. It imports pkg/multisite/signals, pkg/tlsutil,
-// pkg/fielderr, pkg/internal/yamldoc and pkg/server/tokenauth (ReadToken
+// pkg/fielderr, pkg/internal/yamldoc and pkg/tokenauth (ReadToken
 // only, so the bearer token file follows the EPP's rules).
 //
 // # Goroutines

@@ -25,7 +25,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/switchyard-ai/switchyard/pkg/multisite/signals"
-	"github.com/switchyard-ai/switchyard/pkg/server/tokenauth"
+	"github.com/switchyard-ai/switchyard/pkg/tokenauth"
 	"github.com/switchyard-ai/switchyard/pkg/tlsutil"
 )
 
