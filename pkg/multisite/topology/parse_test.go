@@ -2,6 +2,7 @@ package topology
 
 import (
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -161,4 +162,20 @@ func TestCanonicalGateway(t *testing.T) {
 		require.NoError(t, err, in)
 		assert.Equal(t, want, got, in)
 	}
+}
+
+// TestReadmeExample: the topology the README's multi-site section shows
+// is valid.
+func TestReadmeExample(t *testing.T) {
+	readme, err := os.ReadFile("../../../README.md")
+	require.NoError(t, err)
+	_, section, ok := strings.Cut(string(readme), "\n## Multi-site signals in the EPP\n")
+	require.True(t, ok, "README has the section")
+	_, block, ok := strings.Cut(section, "```yaml\n")
+	require.True(t, ok)
+	block, _, ok = strings.Cut(block, "```\n")
+	require.True(t, ok)
+	sites, err := Parse([]byte(block), Local{Site: "eu-1", Cluster: "gke-eu-1"})
+	require.NoError(t, err)
+	assert.Len(t, sites, 2)
 }
