@@ -397,12 +397,12 @@ func TestG76_LogsOnceEachWay(t *testing.T) {
 	assert.Equal(t, 2, r.log.count(recovered))
 }
 
-// TestG02_RowsOfUnknownSitesAreSiteMismatch is the EPP's side of G-02 and
+// TestG02_G03_RowsOfUnknownSitesAreSiteMismatch is the EPP's side of G-02 and
 // G-03: the EPP trusts its verified relay for the sites of its topology
 // only; rows tagged with any other site (or another cluster of a known
 // site) are dropped as site_mismatch and never reach the store, and the
 // store follows the topology when a site is added.
-func TestG02_RowsOfUnknownSitesAreSiteMismatch(t *testing.T) {
+func TestG02_G03_RowsOfUnknownSitesAreSiteMismatch(t *testing.T) {
 	p := newPKI(t)
 	rl := startRelay(t, p, p.relay, nil)
 	body := goodBody() + batch("site-d", "site-d", "pool", relayDate, 5) + peerRounds("site-d", relayDate, 1, relayDate)
