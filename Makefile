@@ -5,6 +5,7 @@ GO ?= go
 
 build:
 	$(GO) build -o bin/epp ./cmd/epp
+	$(GO) build -o bin/site-relay ./cmd/site-relay
 
 # The test command the README gives and CI runs. hack/test-binaries.sh
 # builds kube-apiserver, etcd and helm from the Go module proxy the first

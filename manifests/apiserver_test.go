@@ -164,7 +164,15 @@ func TestManifestsOnAPIServer(t *testing.T) {
 	})
 
 	t.Run("rejects", func(t *testing.T) { testRejects(t, c, ns.Name) })
-	t.Run("role permissions", func(t *testing.T) { testRolePermissions(t, c, ns.Name) })
+	t.Run("role permissions", func(t *testing.T) { testRolePermissions(t, c, ns.Name, baseDir, wantRules) })
+	t.Run("multisite role permissions", func(t *testing.T) {
+		// A namespace of its own: the overlay's Role has the base's name.
+		mns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "manifests-multisite-"}}
+		if err := c.Create(ctx, mns); err != nil {
+			t.Fatal(err)
+		}
+		testRolePermissions(t, c, mns.Name, multiDir, append(slices.Clone(wantRules), multisiteRules...))
+	})
 }
 
 // testRejects: mutated copies of good objects fail applyDryRun with the
@@ -234,13 +242,14 @@ func dig(o map[string]any, path ...any) map[string]any {
 	return cur.(map[string]any)
 }
 
-// testRolePermissions creates the base's ServiceAccount, Role and
-// RoleBinding for real and asks the API server's RBAC authorizer what the
-// ServiceAccount may do: everything listed, nothing else, and only in its
-// own namespace.
-func testRolePermissions(t *testing.T, c client.Client, ns string) {
+// testRolePermissions creates the ServiceAccount, Role and RoleBinding of
+// the kustomization in dir for real and asks the API server's RBAC
+// authorizer what the ServiceAccount may do: everything in rules, nothing
+// else, and only in its own namespace. The base may not read
+// InferencePoolImports; the multisite overlay adds them.
+func testRolePermissions(t *testing.T, c client.Client, ns, dir string, rules []string) {
 	ctx := t.Context()
-	base := objects(render(t, baseDir))
+	base := objects(render(t, dir))
 	for _, u := range []*unstructured.Unstructured{
 		base.one(t, "", "ServiceAccount"),
 		base.one(t, "rbac.authorization.k8s.io", "Role"),
@@ -273,7 +282,7 @@ func testRolePermissions(t *testing.T, c client.Client, ns string) {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	for _, rule := range wantRules {
+	for _, rule := range rules {
 		groupRes, verb, _ := strings.Cut(rule, ":")
 		group, res, _ := strings.Cut(groupRes, "/")
 		if !can(ns, group, res, verb) {
@@ -286,14 +295,19 @@ func testRolePermissions(t *testing.T, c client.Client, ns string) {
 			t.Errorf("%s may %s %s cluster-wide", user, verb, groupRes)
 		}
 	}
-	for _, denied := range []struct{ group, resource, verb string }{
+	denials := []struct{ group, resource, verb string }{
 		{"", "pods", "create"}, {"", "pods", "delete"}, {"", "pods", "patch"}, {"", "secrets", "get"}, {"", "secrets", "list"},
 		{"", "configmaps", "get"}, {"", "services", "list"}, {"", "endpoints", "list"}, {"discovery.k8s.io", "endpointslices", "list"},
 		{"inference.networking.k8s.io", "inferencepools", "update"}, {"inference.networking.k8s.io", "inferencepools", "delete"},
 		{"inference.networking.k8s.io", "inferencepools/status", "patch"}, {"inference.networking.x-k8s.io", "inferencepoolimports", "list"},
 		{"coordination.k8s.io", "leases", "delete"}, {"coordination.k8s.io", "leases", "list"}, {"", "events", "create"},
 		{"rbac.authorization.k8s.io", "roles", "create"}, {"authentication.k8s.io", "tokenreviews", "create"},
-	} {
+		{"inference.networking.x-k8s.io", "inferencepoolimports", "update"}, {"inference.networking.x-k8s.io", "inferencepoolimports/status", "patch"},
+	}
+	for _, denied := range denials {
+		if slices.Contains(rules, denied.group+"/"+denied.resource+":"+denied.verb) {
+			continue
+		}
 		if can(ns, denied.group, denied.resource, denied.verb) {
 			t.Errorf("%s may %s %s/%s", user, denied.verb, denied.group, denied.resource)
 		}

@@ -1,8 +1,9 @@
 // Package manifests holds Switchyard's Kubernetes manifests as kustomize
 // folders, and no Go code: base/ (the InferencePool CRDs, RBAC, the EPP
 // Deployment, Service, ConfigMap and an InferencePool), overlays/ (Istio,
-// kgateway, standalone Envoy) and examples/ (overlays the README shows).
-// README.md explains how to deploy them.
+// kgateway, standalone Envoy, and multi-site with the site-relay) and
+// examples/ (overlays the README shows). README.md explains how to deploy
+// them.
 //
 // The package's tests render every folder with kustomize's krusty (as
 // `kubectl apply -k` does), check cross-references and least privilege,

@@ -115,6 +115,7 @@ type expectation struct {
 	envoy          bool   // standalone Envoy
 	crdsOnly       bool   // the CRDs alone
 	config         string // the EndpointPickerConfig file mounted ("" = config/default.yaml)
+	multisite      bool   // the site-relay and the EPP's signals source
 }
 
 var expectations = map[string]expectation{
@@ -123,6 +124,7 @@ var expectations = map[string]expectation{
 	istioDir:                   {pool: "vllm-llama3-8b-instruct", replicas: 1, gatewayClass: "istio", destRule: true},
 	kgatewayDir:                {pool: "vllm-llama3-8b-instruct", replicas: 1, gatewayClass: "kgateway"},
 	envoyDir:                   {pool: "vllm-llama3-8b-instruct", replicas: 1, envoy: true},
+	multiDir:                   {pool: "vllm-llama3-8b-instruct", replicas: 1, multisite: true},
 	"examples/custom-config":   {pool: "vllm-llama3-8b-instruct", replicas: 1, config: "examples/custom-config/default.yaml"},
 	"examples/custom-pool":     {pool: "qwen3-32b", namespace: "llm", replicas: 1, gatewayClass: "istio", destRule: true},
 	"examples/leader-election": {pool: "vllm-llama3-8b-instruct", replicas: 2, leaderElection: true},
@@ -155,7 +157,8 @@ func TestRenderedManifests(t *testing.T) {
 				}
 			}
 			checkEPP(t, objs, want)
-			checkRBAC(t, objs)
+			checkRBAC(t, objs, want)
+			checkMultisite(t, objs, want)
 			checkRoutes(t, objs, want)
 			checkDestinationRule(t, objs, want)
 			checkEnvoy(t, objs, want)
@@ -453,7 +456,13 @@ var wantRules = []string{
 	"coordination.k8s.io/leases:get", "coordination.k8s.io/leases:create", "coordination.k8s.io/leases:update",
 }
 
-func checkRBAC(t *testing.T, objs objects) {
+// multisiteRules are what the multisite overlay adds to wantRules: the
+// InferencePoolImport named like the pool (--site-topology-imports).
+var multisiteRules = []string{
+	"inference.networking.x-k8s.io/inferencepoolimports:get", "inference.networking.x-k8s.io/inferencepoolimports:list", "inference.networking.x-k8s.io/inferencepoolimports:watch",
+}
+
+func checkRBAC(t *testing.T, objs objects, exp expectation) {
 	role := typed[rbacv1.Role](t, objs.one(t, "rbac.authorization.k8s.io", "Role"))
 	var got []string
 	for _, r := range role.Rules {
@@ -473,6 +482,9 @@ func checkRBAC(t *testing.T, objs objects) {
 	}
 	slices.Sort(got)
 	want := slices.Clone(wantRules)
+	if exp.multisite {
+		want = append(want, multisiteRules...)
+	}
 	slices.Sort(want)
 	if !slices.Equal(got, want) {
 		t.Errorf("Role %s grants\n  %v\nwant exactly\n  %v", role.Name, got, want)

@@ -21,6 +21,7 @@ const (
 	istioDir    = "overlays/istio"
 	kgatewayDir = "overlays/kgateway"
 	envoyDir    = "overlays/envoy"
+	multiDir    = "overlays/multisite"
 )
 
 // kustomizations lists every folder holding a kustomization.yaml, found on
@@ -44,7 +45,7 @@ func kustomizations(t testing.TB) []string {
 		t.Fatal(err)
 	}
 	slices.Sort(dirs)
-	for _, want := range []string{baseDir, istioDir, kgatewayDir, envoyDir} {
+	for _, want := range []string{baseDir, istioDir, kgatewayDir, envoyDir, multiDir} {
 		if !slices.Contains(dirs, want) {
 			t.Fatalf("no kustomization.yaml in %s (found %v)", want, dirs)
 		}

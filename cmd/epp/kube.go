@@ -87,6 +87,8 @@ type kubeParts struct {
 	// metricsFilter authenticates and authorizes the metrics port
 	// (--metrics-endpoint-auth); nil when it is off.
 	metricsFilter func(http.Handler) http.Handler
+	// config reaches the API server (for the InferencePoolImport watch).
+	config *rest.Config
 }
 
 // kubeSource checks the Kubernetes-mode flags and returns what the server
@@ -133,7 +135,7 @@ func (f *serveFlags) kubeSource(logger logr.Logger) (kubeParts, error) {
 	// controller-runtime and client-go log through the global loggers.
 	ctrllog.SetLogger(logger.WithName("kubernetes"))
 	klog.SetLogger(logger.WithName("client-go"))
-	km := kubeParts{namespace: ns, source: func(store *datastore.Store) (server.EndpointSource, error) {
+	km := kubeParts{namespace: ns, config: cfg, source: func(store *datastore.Store) (server.EndpointSource, error) {
 		return kubesource.New(store, opts)
 	}}
 	if f.metricsAuth {

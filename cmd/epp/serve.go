@@ -45,6 +45,7 @@ type serveFlags struct {
 	endpointSelector                  string
 	endpointTargetPorts               portList
 	kube                              kubeFlags
+	multisite                         multisiteFlags
 	endpointsFile                     string
 	disableSubset                     bool
 	configFile, configText            string
@@ -90,6 +91,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.endpointSelector, "endpoint-selector", "", "pod label selector k=v[,k=v] (Kubernetes mode without the CRD)")
 	fs.Var(&f.endpointTargetPorts, "endpoint-target-ports", "target ports for --endpoint-selector: comma-separated, or the flag repeated")
 	f.kube.register(fs)
+	f.multisite.register(fs)
 	fs.StringVar(&f.endpointsFile, "endpoints-file", "", "standalone mode: YAML file listing the endpoints (watched for changes)")
 	fs.BoolVar(&f.disableSubset, "disable-endpoint-subset-filter", false, "ignore the gateway's subset hint (envoy.lb.subset_hint)")
 	fs.StringVar(&f.configFile, "config-file", "", "EndpointPickerConfig file (watched and hot-reloaded)")
@@ -222,6 +224,8 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 	if err != nil {
 		errs = append(errs, err.Error())
 	}
+	ms, msErrs := f.multisite.config(set, kubeMode && f.poolName != "")
+	errs = append(errs, msErrs...)
 	if len(errs) > 0 {
 		return server.Config{}, errors.New(strings.Join(errs, "\n"))
 	}
@@ -254,6 +258,7 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 		metricsFilter func(http.Handler) http.Handler
 		poolNamespace = f.poolNamespace
 	)
+	var imports *kubeImports
 	if kubeMode {
 		km, err := f.kubeSource(logger)
 		if err != nil {
@@ -264,6 +269,10 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 			pool = selectorPoolName()
 		}
 		gatherers = append(gatherers, ctrlmetrics.Registry)
+		imports = &kubeImports{config: km.config, namespace: km.namespace, pool: f.poolName}
+	}
+	if imports != nil {
+		f.multisite.addImports(ms, *imports, logger)
 	}
 	cfg := server.Config{
 		GRPCAddr:                         net.JoinHostPort(strings.Trim(f.grpcBind, "[]"), strconv.Itoa(f.grpcPort)),
@@ -301,6 +310,7 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 		Seed:                             f.seed,
 		Logger:                           logger,
 		SelectionStrategy:                strategy,
+		Multisite:                        ms,
 	}
 	if f.metricsPort > 0 {
 		cfg.MetricsAddr = net.JoinHostPort(strings.Trim(f.metricsBind, "[]"), strconv.Itoa(f.metricsPort))

@@ -109,13 +109,18 @@
 //
 // Store keys endpoints by EndpointSpec.Name, which is unique in the pool;
 // Delete, Stats, ScrapeStatus and Snapshot.Lookup accept the name or the
-// key Endpoint.Key() gives ("namespace/name"). An endpoint's identity is
-// its namespace, name, address and port: while it is unchanged, Replace and
-// Upsert keep the endpoint's metrics, scrape status, EndpointStats and
-// EndpointHealth (label, weight, engine, models, internal or metrics-port
-// changes are updates). When the identity changes, or the endpoint
-// leaves, the OnRemoved callbacks get its key so that per-endpoint state
-// elsewhere (prefix index, breaker counters) can be dropped.
+// key. The key has one definition, scheduling.EndpointKey, which both
+// EndpointSpec.Key and Endpoint.Key use, so the store's index, the scrape
+// targets, the OnRemoved callbacks and Snapshot.Stale agree on it:
+// "site/namespace/name", leaving out an empty site or namespace
+// ("namespace/name" in Kubernetes mode, the name in standalone mode). An
+// endpoint's identity is its site, namespace, name, address and port:
+// while it is unchanged, Replace and Upsert keep the endpoint's metrics,
+// scrape status, EndpointStats and EndpointHealth (label, weight, engine,
+// models, internal or metrics-port changes are updates). When the identity
+// changes, or the endpoint leaves, the OnRemoved callbacks get its key so
+// that per-endpoint state elsewhere (prefix index, breaker counters) can be
+// dropped.
 //
 // EndpointStats is the one source of truth for the requests this picker
 // has in flight on an endpoint: the ext_proc server counts a request on
@@ -126,6 +131,17 @@
 // served and failed, and keeps exponentially weighted moving averages
 // (alpha EWMAAlpha = 0.2) of time to first token and end-to-end latency.
 // All updates are atomic; the averages use compare-and-swap loops.
+//
+// # Sites
+//
+// The datastore holds the local site's endpoints only. The endpoint
+// sources (the endpoints file, the Kubernetes pool watch) leave
+// EndpointSpec.Site empty, which means the local site. In multi-site mode
+// the other sites are not endpoints here: they are destinations whose load
+// arrives through the local site-relay and lives in the site store
+// (pkg/multisite/sitestore), so a remote site's change can never Replace
+// (wipe) the local pods, and the scraper, which scrapes what Targets
+// returns, never sees a remote site (see pkg/multisite).
 //
 // # Endpoint sources
 //

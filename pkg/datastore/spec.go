@@ -44,6 +44,13 @@ type EndpointSpec struct {
 	// Namespace of the pod; empty in standalone mode. A DNS-1123 label
 	// when set. Endpoint.Key() is "namespace/name" when it is set.
 	Namespace string
+	// Site names the site (cluster) of the endpoint; empty, as every
+	// endpoint source leaves it, for the local site. A DNS-1123 label when
+	// set; it is part of the key ("site/namespace/name", see Key) and of
+	// the endpoint's identity. Remote sites are not endpoints of the
+	// datastore: their load arrives through the site-relay and lives in
+	// the site store (pkg/multisite/sitestore).
+	Site string
 	// PodName is the pod (or process) serving the endpoint; optional, same
 	// rules as Name.
 	PodName string
@@ -96,13 +103,11 @@ func (s EndpointSpec) MetricsHostPort() string {
 	return net.JoinHostPort(s.Address, strconv.Itoa(p))
 }
 
-// Key returns the key Endpoint.Key() gives the endpoint: "namespace/name",
-// or the name when the namespace is empty.
+// Key returns the key Endpoint.Key() gives the endpoint, from the one
+// definition both use (scheduling.EndpointKey): "site/namespace/name",
+// leaving out an empty site or namespace.
 func (s EndpointSpec) Key() string {
-	if s.Namespace == "" {
-		return s.Name
-	}
-	return s.Namespace + "/" + s.Name
+	return scheduling.EndpointKey(s.Site, s.Namespace, s.Name)
 }
 
 // FieldError is one invalid field, with its path, e.g.
@@ -195,6 +200,11 @@ func validateSpec(errs *ErrorList, path string, s *EndpointSpec, labelOK *labelC
 	if s.Namespace != "" {
 		if m := validation.IsDNS1123Label(s.Namespace); len(m) > 0 {
 			errs.Add(join(path, "namespace"), "invalid namespace %q: %s", s.Namespace, strings.Join(m, "; "))
+		}
+	}
+	if s.Site != "" {
+		if m := validation.IsDNS1123Label(s.Site); len(m) > 0 {
+			errs.Add(join(path, "site"), "invalid site %q: %s", s.Site, strings.Join(m, "; "))
 		}
 	}
 	if s.PodName != "" {
@@ -478,7 +488,7 @@ func sameModels(a, b []scheduling.ModelEntry) bool {
 
 // sameSpec reports whether two normalized specs are equal.
 func sameSpec(a, b *EndpointSpec) bool {
-	return a.Name == b.Name && a.Namespace == b.Namespace && a.PodName == b.PodName &&
+	return a.Name == b.Name && a.Namespace == b.Namespace && a.Site == b.Site && a.PodName == b.PodName &&
 		a.Address == b.Address && a.Port == b.Port && a.Weight == b.Weight &&
 		a.MetricsPort == b.MetricsPort && a.MetricsPath == b.MetricsPath &&
 		a.Engine == b.Engine && a.Internal == b.Internal && maps.Equal(a.Labels, b.Labels) &&

@@ -33,7 +33,7 @@ type Options struct {
 // ScrapeTarget is one endpoint as a metrics scraper sees it.
 type ScrapeTarget struct {
 	// ID identifies this endpoint incarnation for ReportScrape. It stays
-	// the same while the endpoint's identity (namespace, name, address,
+	// the same while the endpoint's identity (site, namespace, name, address,
 	// port) does, and changes when any of these change.
 	ID uint64
 	// Key is the endpoint's key, as Endpoint.Key() gives it.
@@ -202,7 +202,7 @@ func (s *Store) Snapshot() *Snapshot { return s.snap.Load() }
 
 // Replace sets the whole endpoint set, as a full resync does. It validates
 // every spec (ValidateSpecs) and changes nothing if any is invalid.
-// Endpoints whose identity (namespace, name, address and port) is unchanged
+// Endpoints whose identity (site, namespace, name, address and port) is unchanged
 // keep their metrics, scrape status and EndpointStats; others start fresh.
 // Endpoints that leave, or whose identity changed, are reported to the
 // OnRemoved callbacks after the new snapshot is published.
@@ -242,7 +242,7 @@ func (s *Store) Replace(specs []EndpointSpec) error {
 
 // Upsert adds an endpoint or updates the one with the same name. The spec
 // must be valid and its address:port must not belong to another endpoint.
-// An update that keeps the identity (namespace, name, address, port) keeps
+// An update that keeps the identity (site, namespace, name, address, port) keeps
 // the endpoint's metrics and stats; otherwise the old endpoint is reported
 // to the OnRemoved callbacks.
 func (s *Store) Upsert(spec EndpointSpec) error {
@@ -794,6 +794,7 @@ func metadata(sp *EndpointSpec) scheduling.EndpointMetadata {
 	return scheduling.EndpointMetadata{
 		Name:      sp.Name,
 		Namespace: sp.Namespace,
+		Site:      sp.Site,
 		PodName:   sp.PodName,
 		Address:   sp.Address,
 		Port:      sp.Port,

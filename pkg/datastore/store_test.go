@@ -679,3 +679,53 @@ func TestSetScrapingEnabled(t *testing.T) {
 	st, _ = s.ScrapeStatus("a")
 	assert.True(t, st.Fresh)
 }
+
+// TestSitedEndpointKey: an endpoint with a site is indexed under the key
+// its *scheduling.Endpoint gives (one definition, with the site in it), so
+// Snapshot.Stale, Lookup, Stats and ScrapeStatus find it by that key, the
+// OnRemoved callbacks get it, and a site change is an identity change.
+func TestSitedEndpointKey(t *testing.T) {
+	s, c := newTestStore(t)
+	s.SetScrapingEnabled(true)
+	var removed []string
+	s.OnRemoved(func(keys []string) { removed = append(removed, keys...) })
+	sp := EndpointSpec{Name: "vllm-0", Namespace: "inference", Site: "eu-west", Address: "127.0.0.1", Port: 8000}
+	require.NoError(t, s.Replace([]EndpointSpec{sp}))
+	assert.Equal(t, "eu-west/inference/vllm-0", sp.Key())
+	c.Advance(time.Second)
+	require.True(t, s.ReportScrape(targetID(t, s, "vllm-0"), ScrapeResult{Metrics: scheduling.Metrics{WaitingQueueSize: 1}}))
+	s.Flush()
+
+	sn := s.Snapshot()
+	ep, ok := sn.Lookup("eu-west/inference/vllm-0")
+	require.True(t, ok, "found by its key")
+	assert.Equal(t, sp.Key(), ep.Key(), "the spec and the endpoint agree on the key")
+	assert.Equal(t, "eu-west", ep.Metadata().Site)
+	assert.False(t, sn.Stale(ep), "a fresh sited endpoint is found by Stale, not reported stale")
+	assert.Len(t, sn.Ready(), 1)
+	assert.NotNil(t, s.Stats(ep.Key()))
+	_, ok = s.ScrapeStatus(ep.Key())
+	assert.True(t, ok)
+	ts, _ := s.Targets()
+	assert.Equal(t, ep.Key(), ts[0].Key)
+	_, ok = sn.Lookup("inference/vllm-0")
+	assert.False(t, ok, "the key without the site is another endpoint's")
+	// The same name, namespace and address at another site (or at the
+	// local site) is not this endpoint.
+	other := scheduling.NewEndpoint(scheduling.EndpointMetadata{Name: "vllm-0", Namespace: "inference", Address: "127.0.0.1", Port: 8000}, scheduling.Metrics{}, nil)
+	assert.True(t, sn.Stale(other))
+
+	// Moving the endpoint to another site changes its identity.
+	sp.Site = "us-east"
+	require.NoError(t, s.Replace([]EndpointSpec{sp}))
+	assert.Equal(t, []string{"eu-west/inference/vllm-0"}, removed)
+	_, ok = s.Snapshot().Lookup("us-east/inference/vllm-0")
+	assert.True(t, ok)
+
+	// A site is a DNS-1123 label.
+	bad := sp
+	bad.Site = "EU_West"
+	err := bad.Validate()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "site: invalid site")
+}

@@ -254,6 +254,9 @@ func TestNewEndpoint(t *testing.T) {
 			if e.Key() != tt.wantKey {
 				t.Errorf("Key() = %q, want %q", e.Key(), tt.wantKey)
 			}
+			if k := scheduling.EndpointKey(tt.meta.Site, tt.meta.Namespace, tt.meta.Name); k != tt.wantKey {
+				t.Errorf("EndpointKey() = %q, want %q", k, tt.wantKey)
+			}
 			if e.HostPort() != tt.wantHostPort {
 				t.Errorf("HostPort() = %q, want %q", e.HostPort(), tt.wantHostPort)
 			}

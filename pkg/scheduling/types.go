@@ -68,13 +68,7 @@ type Endpoint struct {
 // metrics and attrs are kept, not copied: the caller must not change them
 // afterwards.
 func NewEndpoint(meta EndpointMetadata, metrics Metrics, attrs map[string]any) *Endpoint {
-	key := meta.Name
-	if meta.Namespace != "" {
-		key = meta.Namespace + "/" + key
-	}
-	if meta.Site != "" {
-		key = meta.Site + "/" + key
-	}
+	key := EndpointKey(meta.Site, meta.Namespace, meta.Name)
 	return &Endpoint{
 		key:      key,
 		keyHash:  maphash.String(keySeed, key),
@@ -86,8 +80,26 @@ func NewEndpoint(meta EndpointMetadata, metrics Metrics, attrs map[string]any) *
 }
 
 // Key identifies the endpoint uniquely across sites and namespaces
-// ("[site/][namespace/]name"). Plugins key per-endpoint state by it.
+// ("[site/][namespace/]name", see EndpointKey). Plugins key per-endpoint
+// state by it.
 func (e *Endpoint) Key() string { return e.key }
+
+// EndpointKey is the one definition of an endpoint's key, which
+// Endpoint.Key returns and the datastore indexes by: "site/namespace/name",
+// leaving out an empty site or namespace ("namespace/name", "site/name",
+// "name"). Neither a site (a DNS-1123 label) nor a namespace holds '/', so
+// keys of different sites and namespaces never collide.
+func EndpointKey(site, namespace, name string) string {
+	switch {
+	case site == "" && namespace == "":
+		return name
+	case site == "":
+		return namespace + "/" + name
+	case namespace == "":
+		return site + "/" + name
+	}
+	return site + "/" + namespace + "/" + name
+}
 
 // Name is the endpoint's name within its pool.
 func (e *Endpoint) Name() string { return e.meta.Name }

@@ -9,13 +9,20 @@
 // mode the pool watch and leader election of package
 // datastore/kubesource, given as Config.Source), the metrics scraper, the
 // pool-metrics refresher, the configuration-file watcher, the
-// certificate reloader and the metrics-token watcher, and the
-// background plugins of the serving configuration (below). Readiness is: the
+// certificate reloader and the metrics-token watcher, the background
+// plugins of the serving configuration (below), and, with the multi-site
+// signals source on (Config.Multisite), the site-topology file watcher, the
+// InferencePoolImport watch (Kubernetes mode), the reloaders of the signals
+// client certificate and CA bundle, and the poller of the local site-relay
+// (pkg/multisite). Readiness is: the
 // source has synced the pool, the source lets this replica serve (it
 // leads), and the server is not draining.
 // The request path reads two atomically published values: the endpoint
 // snapshot and the runtime (scheduler and parser format) of the current
-// configuration.
+// configuration. The multi-site state is published the same way, for the
+// site stage of part 2: SiteSnapshot (the site store's snapshot) and
+// SiteTopology, each one atomic load; remote sites are never endpoints of
+// the datastore (see pkg/multisite).
 //
 // # Background plugins (Runners)
 //
@@ -64,13 +71,16 @@
 // (Config.MaxStreams, RESOURCE_EXHAUSTED beyond), closes idle connections,
 // bounds handshakes, metadata, messages and flow-control windows; the
 // extproc.Server bounds buffered bytes and the time a request may take to
-// arrive. The metrics port serves /metrics, and /debug/endpoints and
-// /debug/pprof/ (Config.EnablePprof) only behind authentication:
+// arrive. The metrics port serves /metrics, and /debug/endpoints,
+// /debug/sites (the site topology, the poller's last result and every
+// site's latest rows; {"enabled": false} without the multi-site source)
+// and /debug/pprof/ (Config.EnablePprof) only behind authentication:
 // Config.MetricsFilter (Kubernetes mode's --metrics-endpoint-auth) or
 // Config.MetricsTokenFile (a static bearer token, watched); without either
 // the debug paths answer 404 and pprof is refused at start.
 //
-// Subpackages: tlsutil (self-signed and reloaded certificates), health
-// (the gRPC health service), metricsauth (--metrics-endpoint-auth),
-// tokenauth (--metrics-token-file). Imported by cmd/epp.
+// Subpackages: health (the gRPC health service), metricsauth
+// (--metrics-endpoint-auth), tokenauth (--metrics-token-file); TLS
+// (self-signed and reloaded certificates) comes from pkg/tlsutil, shared
+// with the site-relay. Imported by cmd/epp.
 package server

@@ -21,8 +21,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/switchyard-ai/switchyard/pkg/server/health"
-	"github.com/switchyard-ai/switchyard/pkg/server/tlsutil"
-	"github.com/switchyard-ai/switchyard/pkg/server/tokenauth"
+	"github.com/switchyard-ai/switchyard/pkg/tlsutil"
+	"github.com/switchyard-ai/switchyard/pkg/tokenauth"
 )
 
 // Fixed bounds of the listeners (the tunable ones are in Config).
@@ -54,7 +54,7 @@ const (
 
 // debugOffMessage answers /debug/ paths when the metrics port has no
 // authentication.
-const debugOffMessage = "Not Found: the debug endpoints (/debug/endpoints, /debug/pprof/) need authentication on the metrics port: " +
+const debugOffMessage = "Not Found: the debug endpoints (/debug/endpoints, /debug/sites, /debug/pprof/) need authentication on the metrics port: " +
 	"--metrics-token-file, or --metrics-endpoint-auth in Kubernetes mode\n"
 
 func (s *Server) listen() error {
@@ -186,6 +186,7 @@ func (s *Server) metricsHandler() (http.Handler, error) {
 		return mux, nil
 	}
 	mux.HandleFunc("/debug/endpoints", s.serveEndpoints)
+	mux.HandleFunc("/debug/sites", s.serveSites)
 	if s.cfg.EnablePprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

@@ -37,8 +37,8 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/plugins/datalayer/metricssource"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 	"github.com/switchyard-ai/switchyard/pkg/server/health"
-	"github.com/switchyard-ai/switchyard/pkg/server/tlsutil"
-	"github.com/switchyard-ai/switchyard/pkg/server/tokenauth"
+	"github.com/switchyard-ai/switchyard/pkg/tlsutil"
+	"github.com/switchyard-ai/switchyard/pkg/tokenauth"
 )
 
 // Config is what the flags of `epp serve` set. Zero durations and sizes
@@ -157,6 +157,10 @@ type Config struct {
 	// SWITCHYARD_SELECTION_STRATEGY); empty: the configuration's. It is
 	// config.Options.SelectionStrategy of every load, reloads included.
 	SelectionStrategy string
+	// Multisite, when set, turns on the multi-site signals source (the
+	// site topology, the site store and the poller of the local
+	// site-relay); nil leaves it off.
+	Multisite *MultisiteConfig
 }
 
 // Defaults of the ext_proc listener's bounds.
@@ -253,6 +257,7 @@ type Server struct {
 	streams                        atomic.Int64 // open ext_proc streams
 	streamsRejected                prometheus.Counter
 	cfgRead                        atomic.Pointer[[32]byte] // filewatch.Sum of the configuration file last read; nil if it could not be read
+	multisite                      *multisite               // nil when Config.Multisite is nil
 }
 
 // New loads the configuration and the endpoints and binds the listeners,
@@ -332,6 +337,11 @@ func New(cfg Config) (*Server, error) {
 		s.source = fileSource{Source: src, path: cfg.EndpointsFile}
 	} else if s.source, err = cfg.Source(s.store); err != nil {
 		return nil, fmt.Errorf("endpoint source: %w", err)
+	}
+	if cfg.Multisite != nil {
+		if s.multisite, err = s.newMultisite(*cfg.Multisite); err != nil {
+			return nil, fmt.Errorf("multi-site signals: %w", err)
+		}
 	}
 	s.scraper, err = scrape.NewScraper(s.store, gen.scrape, scrape.Options{
 		Interval:   cfg.RefreshMetricsInterval,
@@ -577,10 +587,19 @@ func (s *Server) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var wg sync.WaitGroup
-	errc := make(chan error, 4)
+	errc := make(chan error, 8)
 	goLoop := func(f func(context.Context)) {
 		wg.Add(1)
 		go func() { defer wg.Done(); f(ctx) }()
+	}
+	goErr := func(name string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx); err != nil {
+				errc <- fmt.Errorf("%s: %w", name, err)
+			}
+		}()
 	}
 	wg.Add(1)
 	go func() {
@@ -604,6 +623,9 @@ func (s *Server) Run(ctx context.Context) error {
 	if s.tokens != nil {
 		goLoop(s.tokens.Run)
 	}
+	if s.multisite != nil {
+		s.multisite.start(goLoop, goErr)
+	}
 	serve := func(name string, f func() error) {
 		wg.Add(1)
 		go func() {
@@ -620,7 +642,11 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	kv := []any{"extProc", s.GRPCAddr(), "secure", s.cfg.SecureServing, "health", s.HealthAddr(),
 		"metrics", s.MetricsAddr(), "configFile", s.cfg.ConfigFile}
-	s.log.Info("Switchyard serving", append(kv, s.source.Describe()...)...)
+	kv = append(kv, s.source.Describe()...)
+	if s.multisite != nil {
+		kv = append(kv, s.multisite.describe()...)
+	}
+	s.log.Info("Switchyard serving", kv...)
 
 	var runErr error
 	select {

@@ -31,7 +31,7 @@ func buildBinaries() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	for _, pkg := range []string{"epp", "modelsim"} {
+	for _, pkg := range []string{"epp", "modelsim", "site-relay"} {
 		cmd := exec.Command("go", "build", "-o", filepath.Join(dir, pkg), "./cmd/"+pkg)
 		cmd.Dir = filepath.Join("..", "..")
 		if out, err := cmd.CombinedOutput(); err != nil {

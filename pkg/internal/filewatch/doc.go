@@ -1,7 +1,7 @@
 // Package filewatch follows the content of a few files and calls back when
 // it changes. It is the one watcher behind the configuration hot reload
 // (pkg/server), the endpoints file (pkg/datastore/endpointsfile) and the
-// TLS certificate reload (pkg/server/tlsutil).
+// TLS certificate reload (pkg/tlsutil).
 //
 // Run watches the parent directory of every path with fsnotify rather than
 // the files themselves: editors and tools replace a file by renaming a new

@@ -78,15 +78,28 @@ func NewReloader(certDir string, logger logr.Logger, opts ...ReloaderOption) (*R
 	if certDir == "" {
 		return nil, errors.New("tlsutil: empty certificate directory")
 	}
+	return newReloader(certDir, filepath.Join(certDir, CertFile), filepath.Join(certDir, KeyFile), logger, opts)
+}
+
+// NewFileReloader is NewReloader for a certificate chain and a key at
+// paths of their own (a client certificate, say).
+func NewFileReloader(certFile, keyFile string, logger logr.Logger, opts ...ReloaderOption) (*Reloader, error) {
+	if certFile == "" || keyFile == "" {
+		return nil, errors.New("tlsutil: both a certificate file and a key file are required")
+	}
+	return newReloader(filepath.Dir(certFile), certFile, keyFile, logger, opts)
+}
+
+func newReloader(dir, certPath, keyPath string, logger logr.Logger, opts []ReloaderOption) (*Reloader, error) {
 	var o reloaderOptions
 	for _, opt := range opts {
 		opt(&o)
 	}
 	reg := o.reg
 	r := &Reloader{
-		dir:      certDir,
-		certPath: filepath.Join(certDir, CertFile),
-		keyPath:  filepath.Join(certDir, KeyFile),
+		dir:      dir,
+		certPath: certPath,
+		keyPath:  keyPath,
 		logger:   logger,
 		debounce: debounceDelay,
 		poll:     pollInterval,
@@ -111,14 +124,14 @@ func NewReloader(certDir string, logger logr.Logger, opts ...ReloaderOption) (*R
 func (r *Reloader) registerMetrics(reg prometheus.Registerer) error {
 	reloads, err := register(reg, "switchyard_tls_certificate_reloads_total", prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "switchyard_tls_certificate_reloads_total",
-		Help: "Reloads of the ext_proc TLS certificate pair after a change, by result (success or failure).",
+		Help: "Reloads of the TLS certificate pair after a change, by result (success or failure).",
 	}, []string{"result"}))
 	if err != nil {
 		return err
 	}
 	expiry, err := register(reg, "switchyard_tls_certificate_expiry_timestamp_seconds", prometheus.NewGauge(prometheus.GaugeOpts{
 		Name: "switchyard_tls_certificate_expiry_timestamp_seconds",
-		Help: "NotAfter of the ext_proc TLS certificate being served, as Unix time in seconds.",
+		Help: "NotAfter of the TLS certificate being served, as Unix time in seconds.",
 	}))
 	if err != nil {
 		return err
@@ -150,6 +163,15 @@ func register[C prometheus.Collector](reg prometheus.Registerer, name string, c 
 func (r *Reloader) GetCertificate(*tls.ClientHelloInfo) (*tls.Certificate, error) {
 	return r.cert.Load(), nil
 }
+
+// GetClientCertificate returns the current certificate; use it as
+// tls.Config.GetClientCertificate of a mutual-TLS client.
+func (r *Reloader) GetClientCertificate(*tls.CertificateRequestInfo) (*tls.Certificate, error) {
+	return r.cert.Load(), nil
+}
+
+// Current returns the certificate being served.
+func (r *Reloader) Current() *tls.Certificate { return r.cert.Load() }
 
 // Run follows changes to the directory until ctx is done. Call it once, in
 // its own goroutine; it returns when ctx is cancelled. If the directory

@@ -1,6 +1,8 @@
 package tlsutil
 
 import (
+	"crypto/x509"
+	"net/url"
 	"strings"
 	"testing"
 	"time"
@@ -57,5 +59,29 @@ func FuzzParseHosts(f *testing.F) {
 				}
 			}
 		}
+	})
+}
+
+// FuzzIdentity: arbitrary SPIFFE IDs and pins never panic; an accepted
+// SPIFFE ID is a canonical URI that matches a certificate carrying it;
+// an accepted pin is 32 bytes whatever its spelling.
+func FuzzIdentity(f *testing.F) {
+	for _, s := range []string{"spiffe://example.org/site/a", "spiffe://a/b/../c", "spiffe://EX/x", "spiffe://x/y?z", "spiffe://x/%2F", "AB:cd:" + strings.Repeat("00", 30), strings.Repeat("f", 64), ""} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		if err := ValidateSPIFFEID(s); err == nil {
+			u, err := url.Parse(s)
+			if err != nil || u.String() != s || u.Scheme != "spiffe" || u.RawQuery != "" || u.Fragment != "" || u.User != nil || u.Port() != "" {
+				t.Fatalf("accepted %q: %v %+v", s, err, u)
+			}
+			if !(Identity{SPIFFEID: s}).Match(&x509.Certificate{URIs: []*url.URL{u}}) {
+				t.Fatalf("accepted %q does not match a certificate carrying it", s)
+			}
+		}
+		if _, err := ParsePin(s); err == nil && len(normalizePin(s)) != 64 {
+			t.Fatalf("accepted pin %q", s)
+		}
+		_ = Identity{SPIFFEID: s, SHA256: s}.Validate()
 	})
 }

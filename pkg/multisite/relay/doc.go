@@ -1,0 +1,145 @@
+// Package relay is the site-relay (cmd/site-relay), one per site: it
+// scrapes its site's EPP, polls every peer relay over mutual TLS, and
+// serves every site's load signals to its local EPP, in the wire format
+// of pkg/multisite/signals.
+//
+// # Who imports it
+//
+// cmd/site-relay, and tests. It imports pkg/multisite/signals, pkg/tlsutil,
+// pkg/fielderr, pkg/internal/yamldoc and pkg/tokenauth (ReadToken
+// only, so the bearer token file follows the EPP's rules).
+//
+// # Goroutines
+//
+// Run owns every goroutine it starts and returns once all have stopped:
+// the signals server (mutual TLS) and the admin server, the certificate
+// and CA bundle watchers, the scrape loop and the peer poll loop. Each
+// scrape runs the metrics endpoints concurrently and each poll round the
+// peers concurrently, and waits for them. Serve is Run without the two
+// loops, for callers that drive ScrapeOnce and PollRound (tests with a
+// fake Clock).
+//
+// # Scraping (G-01, G-05 … G-08, G-50)
+//
+// Every scrapeInterval (default 1 s; GRID_SIGNALS_SCRAPE_INTERVAL_SECS, in
+// seconds, overrides the file and a flag overrides both) the relay GETs
+// each provider's metricsConfig.endpoint, the EPP Service's /metrics
+// (providers with the same endpoint share one GET), with the bearer token
+// of bearerTokenFile when set, over TLS for an https endpoint (caFile or
+// the system roots, serverName, or insecureSkipVerify). One GET reads the
+// five pool series at one instant (G-05), stamped with the time the
+// response arrived:
+//
+//	llm_d_epp_average_running_requests      {name="<provider>"}
+//	llm_d_epp_average_queue_size            {name="<provider>"}
+//	llm_d_epp_ready_endpoints               {name="<provider>"}
+//	llm_d_epp_average_kv_cache_utilization  {name="<provider>"}
+//	llm_d_epp_flow_control_queue_size       sum of the series {inference_pool="<provider>"}
+//
+// A series that is absent, NaN, infinite or negative is not read. A scrape
+// that read all five is a qualified batch: it carries one
+// grid_provider_config_generation row (G-06), stamped with the batch. The
+// generation is a 53-bit FNV-1a hash of the site, cluster, provider name,
+// the provider's configGeneration (set it from the InferencePool's
+// metadata.generation, or a checksum of the EPP's configuration, to
+// restart learning) and the EPP's build (the labels of
+// inference_extension_info): it survives EPP and relay restarts, and
+// changes when the declared configuration or the EPP build changes. A
+// batch missing some series still carries those it read, without a
+// generation row: fresh pressure stays usable, learning is disabled.
+//
+// The endpoint must be the EPP Service (G-07): a pod DNS name
+// (a-b-c-d.<ns>.pod...) is refused; an IP address other than loopback is
+// accepted with a warning (it may be the Service's cluster IP).
+//
+// A failing scrape keeps the provider's last batch, relayed with its own
+// stamps, for staleMetricsSeconds (default 30, G-08): the EPP sees no new
+// sample and judges the site silent, while its last readiness stands.
+// After that the batch is dropped. Either way the provider still
+// publishes load (G-50), and its MetricsAvailable condition (on /status)
+// is False with the reason (ScrapeFailed, HTTPStatus, Unauthorized,
+// TooLarge, Malformed, NoSeries, TokenFile) and the error as message;
+// True with reason Scraped (qualified) or IncompleteBatch otherwise;
+// False with NoMetricsConfig for a provider without metricsConfig; Unknown
+// (Pending) before the first scrape.
+//
+// # Peers (G-02, §2.11 #5)
+//
+// Every peerPollInterval (default 2 s) a round polls every peer's
+// /v1/site/signals concurrently, presenting the relay's certificate; the
+// peer's certificate must prove peers[i].identity (default
+// spiffe://<trustDomain>/site/<peer>), and chain to tls.caFile when set
+// (see pkg/tlsutil). The rows a peer serves are keyed on that verified
+// site only: a row naming another grid_site is dropped (site_mismatch),
+// whatever the peer claims. connectTimeout bounds the connect and TLS
+// handshake, requestTimeout (at most peerPollInterval) the whole poll. A
+// body is read up to 1 MiB and judged against the peer's Date header (the
+// skew rule); at most 64 providers per peer. Each poll is counted in
+// grid_peer_poll_total{peer,outcome}, outcomes ok, unreachable,
+// bad_identity (the peer's certificate is not its identity), unauthorized
+// (the peer refused us: a TLS alert, or 401/403), bad_status, too_large,
+// no_date. A failed poll keeps the peer's last rows with their stamps.
+// Logs: one error when a peer starts failing, one line when it recovers.
+//
+// Kept rows are re-stamped on this relay's clock, keeping their age at
+// the peer: stamp = receipt − (peer's Date − peer's stamp), so the clocks
+// of different sites never need to agree (the Date's one-second precision
+// can make a row look up to a second younger, never newer than its
+// receipt). Every round, failed or not, advances each peer's round count
+// and round end, relayed as grid_peer_poll_rounds_total and
+// grid_peer_poll_round_end_timestamp_seconds rows.
+//
+// # Serving (G-03, G-47, G-71)
+//
+// GET /v1/site/signals requires a client certificate; its verified
+// identity decides what is served: the local EPP (localEPP.identity,
+// default spiffe://<trustDomain>/site/<site>/epp) gets every site's rows
+// (its own and its peers', each tagged with the verified site), a peer
+// gets this site's rows only, and anyone else 403 (with a JSON body, so
+// that client can count "unauthorized"). The Date header and the rows
+// stamped "now" come from one clock reading.
+//
+// Every provider gets a grid_provider_publishes_load row (G-47): 0 for
+// this site's providers without metricsConfig (a), 1 for those with one,
+// even while their scrape fails (G-50); for a peer's provider, 1 when the
+// peer says so and this relay has received load rows for it since it
+// started (b), so after a restart during a partition the peer's providers
+// are unmeasured until it returns (G-49).
+//
+// The body to the EPP is sorted by site (this site first), provider and
+// series, cut at 4096 rows per target (grid_site, grid_provider) and held
+// under 768 KiB by dropping whole targets from the first that does not
+// fit; both cuts are counted in
+// grid_signals_relay_truncated_total{store,cut} (G-71).
+//
+// # Endpoints and metrics
+//
+// The admin port (plain HTTP) serves /healthz, /readyz (200 once Run
+// serves), /status (JSON: providers with their MetricsAvailable condition,
+// generation and last read; peers with their last outcome and message,
+// rounds, last success) and /metrics. The relay's metrics:
+//
+//	grid_peer_poll_total{peer,outcome}                 counter  polls of each peer, by outcome
+//	grid_peer_poll_last_success_timestamp_seconds{peer} gauge   last ok poll of each peer
+//	grid_peer_poll_rounds_total                        counter  poll rounds
+//	grid_peer_ingest_dropped_total{peer,reason}        counter  refused rows of peer bodies
+//	grid_signals_relay_truncated_total{store,cut}      counter  what the body to the EPP left out
+//	grid_relay_signals_requests_total{client}          counter  local_epp, peer, refused
+//	grid_relay_signals_response_bytes{client}          gauge    size of the last body served
+//	grid_relay_scrapes_total{provider,result}          counter  EPP scrapes by result
+//	grid_provider_metrics_available{provider}          gauge    1 while MetricsAvailable is True
+//	switchyard_tls_certificate_reloads_total{result}   counter  certificate reloads
+//	switchyard_tls_certificate_expiry_timestamp_seconds gauge   NotAfter of the certificate
+//	switchyard_tls_ca_bundle_reloads_total{result}     counter  CA bundle reloads
+//
+// Every label set is closed: peers and providers come from the
+// configuration, the other labels from the constants of this package and
+// of pkg/multisite/signals.
+//
+// # Bounds
+//
+// Configuration files up to 1 MiB; EPP metrics bodies up to 16 MiB
+// (streamed, only the wanted families kept); peer bodies up to 1 MiB;
+// bodies served up to 768 KiB; 63 peers, 64 providers; 256 connections per
+// port; header, read, write and idle timeouts on both servers.
+package relay

@@ -1,0 +1,374 @@
+package relay
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"log"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard-ai/switchyard/pkg/multisite/signals"
+	"github.com/switchyard-ai/switchyard/pkg/tlsutil"
+	"github.com/switchyard-ai/switchyard/pkg/tlsutil/tlstest"
+)
+
+// peerRows are the rows a peer site serves for one provider at stamp.
+func peerRows(site, provider string, stamp time.Time) []signals.Sample {
+	var out []signals.Sample
+	for i, name := range signals.PoolSeries {
+		out = append(out, signals.Sample{Name: name, Site: site, Cluster: "cluster-" + site, Provider: provider, Value: float64(i), Stamp: stamp})
+	}
+	return append(out, signals.Sample{Name: signals.NamePublishesLoad, Site: site, Cluster: "cluster-" + site, Provider: provider, Value: 1, Stamp: stamp})
+}
+
+// signalsHandler serves body with a Date of date.
+func signalsHandler(date time.Time, body string) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Date", date.UTC().Format(http.TimeFormat))
+		w.Header().Set("Content-Type", signals.ContentType)
+		_, _ = io.WriteString(w, body)
+	}
+}
+
+// TestG02_WrongIdentityRefused: a peer presenting another identity than
+// the one configured for it is refused and counted (bad_identity), and
+// its rows never reach the EPP, whatever site its body names; a peer with
+// the right identity has its rows keyed on that identity: rows naming
+// another site are dropped as site_mismatch.
+func TestG02_WrongIdentityRefused(t *testing.T) {
+	e := newEnv(t)
+	a := e.site("a", "127.0.7.1")
+	clock := newFakeClock()
+	cases := []struct {
+		name string
+		leaf *tlstest.Leaf
+	}{
+		{"another site's certificate", e.ca.SiteLeaf(t, "c")},
+		{"the right SPIFFE ID from another CA", tlstest.NewCA(t, "rogue").SiteLeaf(t, "b")},
+		{"a self-signed certificate", tlstest.SelfSigned(t, tlsutil.SiteSPIFFEID(tlstest.TrustDomain, "b"))},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			addr := e.peerServer("127.0.7.2", tc.leaf, signalsHandler(clock.Now(), body(t, peerRows("b", "pool", clock.Now()))))
+			cfg := e.config(a, "")
+			cfg.Peers = []Peer{{Site: "b", Address: addr}}
+			cfg.SetDefaults()
+			r, reg := newRelay(t, cfg, clock)
+			start(t, r, false)
+			r.PollRound(context.Background())
+			assert.Equal(t, 1.0, metricValue(t, reg, MetricPeerPolls, map[string]string{"peer": "b", "outcome": OutcomeBadIdentity}))
+			assert.Equal(t, 0.0, metricValue(t, reg, MetricPeerPolls, map[string]string{"peer": "b", "outcome": OutcomeOK}))
+			res, _ := e.fetch(r, a, a.epp)
+			for _, s := range res.Samples {
+				if s.Site == "b" {
+					assert.False(t, signals.IsProviderSeries(s.Name), "a row of the refused peer reached the EPP: %+v", s)
+				}
+			}
+			st := r.Status().Peers[0]
+			assert.Equal(t, OutcomeBadIdentity, st.LastOutcome)
+			assert.Contains(t, st.Message, "tlsutil: peer")
+			assert.Equal(t, 0, st.Rows)
+		})
+	}
+
+	t.Run("the verified identity decides, not the labels", func(t *testing.T) {
+		b := e.site("b", "127.0.7.3")
+		rows := append(peerRows("b", "pool", clock.Now()), peerRows("c", "pool", clock.Now())...)
+		rows = append(rows, signals.Sample{Name: signals.NamePeerRounds, Site: "b", Value: 3, Stamp: clock.Now()})
+		addr := e.peerServer(b.ip, b.leaf, signalsHandler(clock.Now(), body(t, rows)))
+		cfg := e.config(a, "")
+		cfg.Peers = []Peer{{Site: "b", Address: addr}}
+		cfg.SetDefaults()
+		r, reg := newRelay(t, cfg, clock)
+		start(t, r, false)
+		r.PollRound(context.Background())
+		assert.Equal(t, 1.0, metricValue(t, reg, MetricPeerPolls, map[string]string{"peer": "b", "outcome": OutcomeOK}))
+		assert.Equal(t, 6.0, metricValue(t, reg, MetricPeerDropped, map[string]string{"peer": "b", "reason": "site_mismatch"}))
+		assert.Equal(t, 1.0, metricValue(t, reg, MetricPeerDropped, map[string]string{"peer": "b", "reason": "parse"}), "a peer serves no round rows")
+		res, _ := e.fetch(r, a, a.epp)
+		assert.Equal(t, []string{"a", "b"}, sitesOf(res))
+		assert.Len(t, rowsOf(res, "b"), 6+2, "b's provider rows and round rows")
+	})
+}
+
+// TestPeerRowsKeepTheirAge: a peer's rows are re-stamped on this relay's
+// clock keeping their age at the peer (its Date minus their stamp), so a
+// peer clock an hour off changes nothing (G-75: clock offsets between
+// sites never enter).
+func TestPeerRowsKeepTheirAge(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.site("a", "127.0.8.1"), e.site("b", "127.0.8.2")
+	clock := newFakeClock()
+	peerNow := t0.Add(time.Hour) // the peer's clock
+	rows := peerRows("b", "pool", peerNow.Add(-3*time.Second))
+	rows = append(rows, signals.Sample{Name: signals.NameReadyEndpoints, Site: "b", Cluster: "cluster-b", Provider: "q", Value: 1, Stamp: peerNow.Add(400 * time.Millisecond)})
+	addr := e.peerServer(b.ip, b.leaf, signalsHandler(peerNow, body(t, rows)))
+	cfg := e.config(a, "")
+	cfg.Peers = []Peer{{Site: "b", Address: addr}}
+	cfg.SetDefaults()
+	r, _ := newRelay(t, cfg, clock)
+	start(t, r, false)
+	r.PollRound(context.Background())
+	res, _ := e.fetch(r, a, a.epp)
+	got := rowsOf(res, "b")
+	assert.True(t, got[signals.NameReadyEndpoints+"/pool"].Stamp.Equal(t0.Add(-3*time.Second)), "%v", got[signals.NameReadyEndpoints+"/pool"].Stamp)
+	assert.True(t, got[signals.NameReadyEndpoints+"/q"].Stamp.Equal(t0), "a stamp past the peer's Date (second precision) is no newer than its receipt")
+}
+
+// TestG47_PublishesLoad: a provider publishes load unless (a) it is this
+// site's provider with no metrics to scrape, or (b) it is a peer's
+// provider this relay has received no load rows for since it started;
+// after a restart during a partition the peer's providers do not publish
+// load until it returns (G-49).
+func TestG47_PublishesLoad(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.site("a", "127.0.9.1"), e.site("b", "127.0.9.2")
+	clock := newFakeClock()
+	eppA := newStubEPP(t, a.ip, "pool")
+	eppA.load(1, 0, 0, 0)
+
+	// b: "pool" scraped (failing at first), "nometrics" without metrics.
+	eppB := newStubEPP(t, b.ip, "pool")
+	eppB.load(1, 0, 0, 0)
+	eppB.mode.Store(1)
+	cfgB := e.config(b, eppB.url, a)
+	cfgB.Providers = append(cfgB.Providers, Provider{Name: "nometrics"})
+	rb, _ := newRelay(t, cfgB, clock)
+	start(t, rb, false)
+	rb.ScrapeOnce(context.Background())
+
+	cfgA := e.config(a, eppA.url, b)
+	cfgA.Providers = append(cfgA.Providers, Provider{Name: "nometrics"})
+	ra, _ := newRelay(t, cfgA, clock)
+	start(t, ra, false)
+	ra.ScrapeOnce(context.Background())
+	publishes := func(r *Relay) map[string]float64 {
+		res, _ := e.fetch(r, a, a.epp)
+		out := map[string]float64{}
+		for _, s := range res.Samples {
+			if s.Name == signals.NamePublishesLoad {
+				out[s.Site+"/"+s.Provider] = s.Value
+			}
+		}
+		return out
+	}
+	ra.PollRound(context.Background())
+	assert.Equal(t, map[string]float64{"a/pool": 1, "a/nometrics": 0, "b/pool": 0, "b/nometrics": 0}, publishes(ra),
+		"(a) a/nometrics has no metrics; (b) no load rows of b/pool received yet")
+
+	eppB.mode.Store(0)
+	rb.ScrapeOnce(context.Background())
+	clock.Add(2 * time.Second)
+	ra.PollRound(context.Background())
+	assert.Equal(t, map[string]float64{"a/pool": 1, "a/nometrics": 0, "b/pool": 1, "b/nometrics": 0}, publishes(ra))
+
+	// b's scrape fails past staleMetricsSeconds: b serves no load rows,
+	// but a has received some since it started: b/pool still publishes
+	// load (and goes silent at the EPP).
+	eppB.mode.Store(1)
+	clock.Add(time.Minute)
+	rb.ScrapeOnce(context.Background())
+	ra.PollRound(context.Background())
+	assert.Equal(t, 1.0, publishes(ra)["b/pool"])
+
+	// A relay started now, while b serves no load rows: unmeasured.
+	cfgA2 := e.config(a, eppA.url, b)
+	cfgA2.ListenAddress = a.ip + ":0"
+	ra2, _ := newRelay(t, cfgA2, clock)
+	start(t, ra2, false)
+	ra2.PollRound(context.Background())
+	assert.Equal(t, 0.0, publishes(ra2)["b/pool"], "G-49: unmeasured after a restart until b returns")
+}
+
+// TestG71_RelayTruncation: the body to the local EPP stays under 768 KiB
+// by dropping whole targets (peers' first, local ones last), each target
+// is cut at 4096 lines, and both are counted in
+// grid_signals_relay_truncated_total{store,cut}.
+func TestG71_RelayTruncation(t *testing.T) {
+	e := newEnv(t)
+	a := e.site("a", "127.0.10.1")
+	clock := newFakeClock()
+
+	// 64 local providers on one EPP.
+	var epp strings.Builder
+	for i := range MaxProviders {
+		for _, name := range signals.PoolSeries {
+			fmt.Fprintf(&epp, "%s{name=\"p%02d\",inference_pool=\"p%02d\"} 1\n", name, i, i)
+		}
+	}
+	url := textEPP(t, a.ip, func() string { return epp.String() })
+
+	t.Run("lines", func(t *testing.T) {
+		b := e.site("b", "127.0.10.2")
+		var rows []signals.Sample
+		for i := range 5000 {
+			rows = append(rows, signals.Sample{Name: signals.NameAverageQueue, Site: "b", Cluster: "cluster-b", Provider: "big", Value: float64(i), Stamp: clock.Now()})
+		}
+		addr := e.peerServer(b.ip, b.leaf, signalsHandler(clock.Now(), body(t, rows)))
+		cfg := e.config(a, url)
+		cfg.Peers = []Peer{{Site: "b", Address: addr}}
+		cfg.SetDefaults()
+		r, reg := newRelay(t, cfg, clock)
+		start(t, r, false)
+		r.PollRound(context.Background())
+		res, _ := e.fetch(r, a, a.epp)
+		n := 0
+		for _, s := range res.Samples {
+			if s.Provider == "big" && s.Name == signals.NameAverageQueue {
+				n++
+			}
+		}
+		// The target holds 5000 queue rows and this relay's publishes_load
+		// row, which sorts first: 4096 rows are kept.
+		assert.Equal(t, signals.DefaultMaxLinesPerTarget-1, n)
+		assert.Equal(t, 1.0, rowsOf(res, "b")[signals.NamePublishesLoad+"/big"].Value)
+		assert.Equal(t, 905.0, metricValue(t, reg, MetricTruncated, map[string]string{"store": "peer", "cut": "lines"}))
+	})
+
+	t.Run("bytes", func(t *testing.T) {
+		b := e.site("b2", "127.0.10.3")
+		var rows []signals.Sample
+		for p := range 64 {
+			for i := range 120 {
+				rows = append(rows, signals.Sample{Name: signals.NameAverageRunning, Site: "b2", Cluster: "cluster-b2", Provider: fmt.Sprintf("provider-%02d", p), Value: float64(i), Stamp: clock.Now()})
+			}
+		}
+		peerBody := body(t, rows)
+		require.Less(t, len(peerBody), signals.DefaultMaxBytes)
+		require.Greater(t, len(peerBody), signals.RelayMaxBytes-40<<10)
+		addr := e.peerServer(b.ip, b.leaf, signalsHandler(clock.Now(), peerBody))
+		cfg := e.config(a, url)
+		cfg.Providers = nil
+		for i := range MaxProviders {
+			cfg.Providers = append(cfg.Providers, Provider{Name: fmt.Sprintf("p%02d", i), MetricsConfig: &MetricsConfig{Endpoint: url}})
+		}
+		cfg.Peers = []Peer{{Site: "b2", Address: addr}}
+		cfg.SetDefaults()
+		r, reg := newRelay(t, cfg, clock)
+		start(t, r, false)
+		r.ScrapeOnce(context.Background())
+		r.PollRound(context.Background())
+
+		c, closeIdle := e.client(a.epp, a.leaf.Identity())
+		defer closeIdle()
+		resp, err := c.Get("https://" + r.SignalsAddr() + signals.Path)
+		require.NoError(t, err)
+		raw, err := io.ReadAll(resp.Body)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		assert.LessOrEqual(t, len(raw), signals.RelayMaxBytes)
+		res, err := signals.Parse(strings.NewReader(string(raw)), signals.ParseOptions{Date: clock.Now()})
+		require.NoError(t, err)
+		assert.Len(t, rowsOf(res, "a"), 64*7, "every local target is kept")
+		dropped := metricValue(t, reg, MetricTruncated, map[string]string{"store": "peer", "cut": "target"})
+		assert.Greater(t, dropped, 0.0)
+		kept := map[string]bool{}
+		for _, s := range res.Samples {
+			if s.Site == "b2" && s.Provider != "" {
+				kept[s.Provider] = true
+			}
+		}
+		// Every peer target is either kept whole or dropped whole and
+		// counted; they fill the body in order.
+		assert.Equal(t, 64.0, float64(len(kept))+dropped)
+		assert.Equal(t, 0.0, metricValue(t, reg, MetricTruncated, map[string]string{"store": "local", "cut": "target"}))
+		assert.Equal(t, float64(len(raw)), metricValue(t, reg, MetricResponseBytes, map[string]string{"client": ClientLocalEPP}))
+	})
+}
+
+// TestG72_PeerPollOutcomes: the relay counts every poll of every peer in
+// grid_peer_poll_total{peer,outcome} with its outcome, and every round
+// advances each peer's round count and end stamp, failed or not (G-41).
+func TestG72_PeerPollOutcomes(t *testing.T) {
+	e := newEnv(t)
+	a := e.site("a", "127.0.11.1")
+	clock := newFakeClock()
+	ok := body(t, peerRows("p-ok", "pool", clock.Now()))
+	leaf := func(site string) *tlstest.Leaf { return e.ca.SiteLeaf(t, site) }
+	serve := func(ip, site string, h http.HandlerFunc) string { return e.peerServer(ip, leaf(site), h) }
+	peers := map[string]string{
+		OutcomeOK:          serve("127.0.11.2", "p-ok", signalsHandler(clock.Now(), ok)),
+		OutcomeUnreachable: "127.0.11.3:" + reservePort(t, "127.0.11.3"),
+		OutcomeBadIdentity: serve("127.0.11.4", "someone-else", signalsHandler(clock.Now(), "")),
+		OutcomeUnauthorized: serve("127.0.11.5", "p-unauthorized", func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "no", http.StatusForbidden)
+		}),
+		OutcomeBadStatus: serve("127.0.11.6", "p-bad-status", func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "boom", http.StatusInternalServerError)
+		}),
+		OutcomeTooLarge: serve("127.0.11.7", "p-too-large", func(w http.ResponseWriter, _ *http.Request) {
+			_, _ = io.WriteString(w, strings.Repeat("#", signals.DefaultMaxBytes+1))
+		}),
+		OutcomeNoDate: serve("127.0.11.8", "p-no-date", func(w http.ResponseWriter, _ *http.Request) {
+			w.Header()["Date"] = nil
+			_, _ = io.WriteString(w, ok)
+		}),
+	}
+	sites := map[string]string{OutcomeOK: "p-ok", OutcomeUnreachable: "p-unreachable", OutcomeBadIdentity: "p-bad-identity", OutcomeUnauthorized: "p-unauthorized",
+		OutcomeBadStatus: "p-bad-status", OutcomeTooLarge: "p-too-large", OutcomeNoDate: "p-no-date"}
+	// A peer that refuses our certificate in the TLS 1.2 handshake.
+	peers["unauthorized-tls"] = e.tls12Refuser("127.0.11.9", leaf("p-refuses-tls"))
+	sites["unauthorized-tls"] = "p-refuses-tls"
+
+	cfg := e.config(a, "")
+	for outcome, addr := range peers {
+		cfg.Peers = append(cfg.Peers, Peer{Site: sites[outcome], Address: addr})
+	}
+	cfg.ConnectTimeout, cfg.RequestTimeout, cfg.PeerPollInterval = time.Second, time.Second, time.Second
+	cfg.SetDefaults()
+	r, reg := newRelay(t, cfg, clock)
+	start(t, r, false)
+	clock.Add(time.Second)
+	r.PollRound(context.Background())
+	clock.Add(2 * time.Second)
+	r.PollRound(context.Background())
+
+	for outcome, site := range sites {
+		want := outcome
+		if outcome == "unauthorized-tls" {
+			want = OutcomeUnauthorized
+		}
+		for _, o := range Outcomes {
+			n := 0.0
+			if o == want {
+				n = 2
+			}
+			assert.Equal(t, n, metricValue(t, reg, MetricPeerPolls, map[string]string{"peer": site, "outcome": o}), "%s: outcome %s", site, o)
+		}
+	}
+	res, _ := e.fetch(r, a, a.epp)
+	for _, site := range sites {
+		rows := rowsOf(res, site)
+		assert.Equal(t, 2.0, rows[signals.NamePeerRounds+"/"].Value, site)
+		assert.True(t, rows[signals.NamePeerRoundEnd+"/"].Stamp.Equal(t0.Add(3*time.Second)), site)
+	}
+	assert.Equal(t, float64(t0.Add(3*time.Second).Unix()), metricValue(t, reg, MetricPeerLastSuccess, map[string]string{"peer": "p-ok"}))
+	assert.Equal(t, 2.0, metricValue(t, reg, MetricPeerRounds, nil))
+}
+
+// tls12Refuser serves TLS 1.2 at most and refuses every client
+// certificate in the handshake, so the client sees the alert.
+func (e *testEnv) tls12Refuser(ip string, leaf *tlstest.Leaf) string {
+	e.t.Helper()
+	l, err := net.Listen("tcp", ip+":0")
+	require.NoError(e.t, err)
+	cfg := tlsutil.MutualServerConfig(tlsutil.Static(leaf.TLS), tlsutil.VerifyPeer([]tlsutil.Identity{{SPIFFEID: "spiffe://nobody/x"}}, nil, 0))
+	cfg.MaxVersion = tls.VersionTLS12
+	srv := &http.Server{Handler: http.NotFoundHandler(), TLSConfig: cfg, ReadHeaderTimeout: time.Second, ErrorLog: log.New(io.Discard, "", 0)}
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = srv.ServeTLS(l, "", "") })
+	e.t.Cleanup(func() {
+		_ = srv.Close()
+		wg.Wait()
+	})
+	return l.Addr().String()
+}
