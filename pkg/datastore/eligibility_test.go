@@ -86,6 +86,44 @@ func TestModelsChangeIsAnUpdate(t *testing.T) {
 	assert.Greater(t, s.Snapshot().Version, v, "internal is part of the spec")
 }
 
+// TestUnpricedIsPublished: an entry whose pricing is null (Unpriced:
+// shadowing a picker's price catalog) keeps the mark in the store's copy
+// and in the published ModelsKey, and a change of it alone is an update.
+func TestUnpricedIsPublished(t *testing.T) {
+	s, _ := newTestStore(t)
+	sp := EndpointSpec{Name: "a", Address: "127.0.0.1", Port: 1, Models: []scheduling.ModelEntry{{Name: "m", Unpriced: true}, {Name: "n"}}}
+	require.NoError(t, s.Replace([]EndpointSpec{sp}))
+	entry := func() (m, n *scheduling.ModelEntry) {
+		t.Helper()
+		e, _ := s.Snapshot().Lookup("a")
+		models, ok := scheduling.ModelsKey.Get(e)
+		require.True(t, ok)
+		m, ok = models.Lookup("m")
+		require.True(t, ok)
+		n, ok = models.Lookup("n")
+		require.True(t, ok)
+		return m, n
+	}
+	m, n := entry()
+	assert.True(t, m.Unpriced, "pricing: null reaches the picker")
+	assert.Nil(t, m.Pricing)
+	assert.False(t, n.Unpriced, "an entry without pricing takes the catalog's")
+
+	v := s.Snapshot().Version
+	sp.Models = []scheduling.ModelEntry{{Name: "m"}, {Name: "n"}}
+	require.NoError(t, s.Replace([]EndpointSpec{sp}))
+	assert.Greater(t, s.Snapshot().Version, v, "dropping pricing: null is published")
+	m, _ = entry()
+	assert.False(t, m.Unpriced)
+	v = s.Snapshot().Version
+	sp.Models = []scheduling.ModelEntry{{Name: "m", Unpriced: true}, {Name: "n"}}
+	require.NoError(t, s.Replace([]EndpointSpec{sp}))
+	assert.Greater(t, s.Snapshot().Version, v, "adding pricing: null is published")
+	m, _ = entry()
+	assert.True(t, m.Unpriced)
+	assert.Equal(t, sp.Models, s.Specs()[0].Models, "Specs keep the mark")
+}
+
 // TestRoutable: eligibility (health check, breaker) and freshness, with
 // fail-open on freshness only among the eligible endpoints.
 func TestRoutable(t *testing.T) {

@@ -450,14 +450,16 @@ func normalize(s EndpointSpec) EndpointSpec {
 }
 
 // cloneModels deep-copies model declarations (nil for none), so that the
-// store's copy, which it publishes, never changes under plugins.
+// store's copy, which it publishes, never changes under plugins. Every
+// field is copied: a field left out (as Unpriced once was) silently
+// never reaches the plugins that read it.
 func cloneModels(in []scheduling.ModelEntry) []scheduling.ModelEntry {
 	if len(in) == 0 {
 		return nil
 	}
 	out := make([]scheduling.ModelEntry, len(in))
 	for i, m := range in {
-		out[i] = scheduling.ModelEntry{Name: m.Name, Aliases: slices.Clone(m.Aliases)}
+		out[i] = scheduling.ModelEntry{Name: m.Name, Aliases: slices.Clone(m.Aliases), Unpriced: m.Unpriced}
 		if m.Pricing != nil {
 			p := *m.Pricing
 			out[i].Pricing = &p
@@ -469,7 +471,7 @@ func cloneModels(in []scheduling.ModelEntry) []scheduling.ModelEntry {
 // sameModels reports whether two model declarations are equal.
 func sameModels(a, b []scheduling.ModelEntry) bool {
 	return slices.EqualFunc(a, b, func(x, y scheduling.ModelEntry) bool {
-		if x.Name != y.Name || !slices.Equal(x.Aliases, y.Aliases) || (x.Pricing == nil) != (y.Pricing == nil) {
+		if x.Name != y.Name || x.Unpriced != y.Unpriced || !slices.Equal(x.Aliases, y.Aliases) || (x.Pricing == nil) != (y.Pricing == nil) {
 			return false
 		}
 		return x.Pricing == nil || *x.Pricing == *y.Pricing
