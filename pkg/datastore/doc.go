@@ -97,7 +97,10 @@
 // Ready: the eligible endpoints with fresh metrics. Fail-open applies to
 // freshness only, and only among the eligible: if some endpoint is
 // eligible but none of those is fresh, Routable holds every eligible
-// endpoint (RoutableFailOpen reports it). It never re-admits an
+// endpoint (RoutableFailOpen reports it) except, as in Ready, those whose
+// last scrape left their load unknown (ScrapeStatus.LoadUnknown), unless
+// every eligible endpoint's load is unknown: their last metrics would
+// make them look idle and win every pick. It never re-admits an
 // ineligible endpoint: when none is eligible, Routable is empty and the
 // request path answers 503. A stale endpoint that a health check or
 // breaker took out thus stays out however the metrics fare, and a pool

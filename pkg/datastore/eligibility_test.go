@@ -129,6 +129,7 @@ func TestUnpricedIsPublished(t *testing.T) {
 func TestRoutable(t *testing.T) {
 	type state struct {
 		fresh   bool
+		unknown bool // last scrape left the load unknown
 		probe   scheduling.ProbeState
 		breaker scheduling.BreakerState
 	}
@@ -195,6 +196,24 @@ func TestRoutable(t *testing.T) {
 			routable: []string{"a", "b"}, failOpen: true, ready: []string{"a", "b"},
 		},
 		{
+			name: "fail-open skips the load-unknown while another eligible load is readable", scraping: true,
+			eps:      map[string]state{"a": stale, "b": {unknown: true}, "c": stale},
+			routable: []string{"a", "c"}, failOpen: true, ready: []string{"a", "c"},
+			out: map[string]string{"b": OutStale},
+		},
+		{
+			name: "fail-open skips the load-unknown beside an ineligible fresh one", scraping: true,
+			eps:      map[string]state{"a": {fresh: true, breaker: scheduling.BreakerOpen}, "b": {unknown: true}, "c": stale},
+			routable: []string{"c"}, failOpen: true, ready: []string{"a"},
+			out: map[string]string{"a": OutBreakerOpen, "b": OutStale},
+		},
+		{
+			name: "every eligible load unknown: all eligible, failing open", scraping: true,
+			eps:      map[string]state{"a": {probe: scheduling.ProbeUnhealthy}, "b": {unknown: true}, "c": {unknown: true}},
+			routable: []string{"b", "c"}, failOpen: true, ready: []string{"a"},
+			out: map[string]string{"a": OutUnhealthy},
+		},
+		{
 			name: "scraping disabled: the eligible ones", scraping: false,
 			eps:      map[string]state{"a": {probe: scheduling.ProbeUnhealthy}, "b": stale},
 			routable: []string{"b"}, ready: []string{"a", "b"},
@@ -215,6 +234,9 @@ func TestRoutable(t *testing.T) {
 			for n, st := range tt.eps {
 				if st.fresh {
 					s.ReportScrape(targetID(t, s, n), ScrapeResult{})
+				}
+				if st.unknown {
+					s.ReportScrape(targetID(t, s, n), ScrapeResult{LoadUnknown: "vllm:num_requests_waiting is NaN"})
 				}
 				h := health(t, s, n)
 				h.SetProbe(st.probe)

@@ -695,12 +695,13 @@ func (s *Store) publishLocked(now time.Time) {
 		stale:       make([]bool, n),
 		rotation:    make([]rotation, n),
 	}
-	fresh, eligible, eligibleFresh := 0, 0, 0
+	fresh, eligible, eligibleFresh, eligibleLoadUnknown := 0, 0, 0, 0
 	for i, e := range order {
 		if e.ep == nil {
 			e.ep = scheduling.NewEndpoint(e.meta, e.metrics, e.attrs)
 		}
-		if s.scraping && e.status.LoadUnknown != "" {
+		loadUnknown := s.scraping && e.status.LoadUnknown != ""
+		if loadUnknown {
 			sn.loadUnknownCount++
 		}
 		e.fresh = s.freshLocked(e, now)
@@ -721,6 +722,10 @@ func (s *Store) publishLocked(now time.Time) {
 		case e.fresh:
 			eligible++
 			eligibleFresh++
+		case loadUnknown:
+			eligible++
+			eligibleLoadUnknown++
+			sn.rotation[i] = rotStaleLoadUnknown
 		default:
 			eligible++
 			sn.rotation[i] = rotStale // routable only when failing open
@@ -740,15 +745,29 @@ func (s *Store) publishLocked(now time.Time) {
 				sn.routable = append(sn.routable, ep)
 			}
 		}
+	case eligibleLoadUnknown > 0 && eligibleLoadUnknown < eligible:
+		// Fail-open on freshness, among the eligible whose load is
+		// readable: as in Ready, the last metrics of a load-unknown
+		// endpoint (zeros, if it never had a good scrape) would make it
+		// look idle and win every pick.
+		sn.routableFailOpen = true
+		sn.routableSkipsLoadUnknown = true
+		sn.routable = make([]*scheduling.Endpoint, 0, eligible-eligibleLoadUnknown)
+		for i, ep := range sn.all {
+			if sn.rotation[i] == rotStale {
+				sn.routable = append(sn.routable, ep)
+			}
+		}
 	default:
-		// Fail-open on freshness, among the eligible only.
+		// Fail-open on freshness, among the eligible only (every one of
+		// them, when all of their loads are unknown).
 		sn.routableFailOpen = true
 		if eligible == n {
 			sn.routable = sn.all
 		} else {
 			sn.routable = make([]*scheduling.Endpoint, 0, eligible)
 			for i, ep := range sn.all {
-				if sn.rotation[i] == rotStale {
+				if r := sn.rotation[i]; r == rotStale || r == rotStaleLoadUnknown {
 					sn.routable = append(sn.routable, ep)
 				}
 			}
