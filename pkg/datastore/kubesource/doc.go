@@ -46,7 +46,7 @@
 //	switchyard.ai/models: |          # a JSON or YAML list, as the endpoints file's models (scheduling.ModelsKey)
 //	  - name: meta-llama/Llama-3.1-8B-Instruct
 //	    aliases: [llama-8b]
-//	    pricing: {input: 0.15, output: 0.6}
+//	    pricing: {input: 0.15, output: 0.6}   # both required; null or {} = unpriced
 //
 // An invalid value (a weight that is not an integer in range, internal
 // other than true or false, a model list that does not decode strictly or
