@@ -76,6 +76,16 @@
 // SetScrapingEnabled(false) — the default — makes every endpoint ready and
 // none stale.
 //
+// An endpoint without metrics to read (EndpointSpec.NoScrape: the
+// endpoints file's scrape: false, the switchyard.ai/scrape: "false" pod
+// annotation; e.g. a hosted API behind a proxy) is left out of Targets,
+// never scraped, and always fresh: it has no metrics to be stale, so it
+// is in Ready and, when eligible, in Routable. Its load is not measured:
+// its scheduling.Metrics stay zero with a zero UpdateTime (an endpoint
+// switched to NoScrape drops the metrics it had), the mark plugins read
+// as "never measured" (engine-load-picker and the utilization detector
+// take it for stale, not idle).
+//
 // # Eligibility
 //
 // Freshness says whether an endpoint's metrics can be trusted; eligibility

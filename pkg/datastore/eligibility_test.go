@@ -389,3 +389,60 @@ func TestSpecModelsValidated(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "endpoints[0].models[0].name: must not be empty")
 }
+
+// TestNoScrape: an endpoint without metrics (EndpointSpec.NoScrape) is not
+// a scrape target, is always fresh (Ready, Routable, even when every
+// scraped endpoint is stale), keeps unmeasured metrics (zero UpdateTime)
+// and drops the metrics it had when it stops being scraped; a scrape
+// begun before is not recorded.
+func TestNoScrape(t *testing.T) {
+	s, clock := newTestStore(t)
+	s.SetScrapingEnabled(true)
+	hosted := spec("hosted", "127.0.0.2", 1)
+	hosted.NoScrape = true
+	require.NoError(t, s.Replace([]EndpointSpec{spec("a", "127.0.0.1", 1), hosted, spec("b", "127.0.0.3", 1)}))
+	ts, _ := s.Targets()
+	var targets []string
+	for _, tg := range ts {
+		targets = append(targets, tg.Spec.Name)
+	}
+	assert.Equal(t, []string{"a", "b"}, targets, "hosted is not scraped")
+
+	s.ReportScrape(targetID(t, s, "a"), ScrapeResult{Metrics: scheduling.Metrics{WaitingQueueSize: 3}})
+	s.Flush()
+	sn := s.Snapshot()
+	assert.Equal(t, []string{"a", "hosted"}, names(sn.Routable()), "hosted counts as fresh; b was never scraped")
+	assert.Equal(t, []string{"a", "hosted"}, names(sn.Ready()))
+	assert.Equal(t, OutStale, sn.OutOfRotation(lookup(t, sn, "b")))
+	assert.True(t, lookup(t, sn, "hosted").Metrics().UpdateTime.IsZero(), "its load is not measured")
+
+	// Every scraped endpoint stale: hosted alone is fresh, no fail-open.
+	clock.Advance(time.Hour)
+	s.Flush()
+	sn = s.Snapshot()
+	assert.Equal(t, []string{"hosted"}, names(sn.Routable()))
+	assert.False(t, sn.RoutableFailOpen())
+	assert.Equal(t, 2, sn.StaleCount())
+
+	// a stops being scraped: its last metrics go, and a scrape begun
+	// before is dropped.
+	id := targetID(t, s, "a")
+	a := spec("a", "127.0.0.1", 1)
+	a.NoScrape = true
+	require.NoError(t, s.Upsert(a))
+	assert.False(t, s.ReportScrape(id, ScrapeResult{Metrics: scheduling.Metrics{WaitingQueueSize: 9}}))
+	s.Flush()
+	sn = s.Snapshot()
+	ea := lookup(t, sn, "a")
+	assert.Equal(t, scheduling.Metrics{}, *ea.Metrics(), "unmeasured, not the last scrape's values")
+	assert.Equal(t, "", sn.OutOfRotation(ea))
+	st, _ := s.ScrapeStatus("a")
+	assert.Equal(t, ScrapeStatus{Fresh: true}, st, "never scraped, and fresh")
+}
+
+func lookup(t *testing.T, sn *Snapshot, name string) *scheduling.Endpoint {
+	t.Helper()
+	e, ok := sn.Lookup(name)
+	require.True(t, ok, name)
+	return e
+}

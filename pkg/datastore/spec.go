@@ -78,6 +78,13 @@ type EndpointSpec struct {
 	// (caller-scope-filter's internalCallers). Published as
 	// scheduling.InternalKey.
 	Internal bool
+	// NoScrape says the endpoint has no metrics to read (the endpoints
+	// file's scrape: false, the switchyard.ai/scrape: "false" pod
+	// annotation). It is not scraped and counts as fresh for Ready and
+	// Routable (it has no metrics to be stale); its load is not measured:
+	// its scheduling.Metrics stay zero with a zero UpdateTime, which
+	// plugins read as "never measured", not as an idle server.
+	NoScrape bool
 }
 
 // HostPort returns the address the gateway routes to, formatted by
@@ -483,6 +490,6 @@ func sameSpec(a, b *EndpointSpec) bool {
 	return a.Name == b.Name && a.Namespace == b.Namespace && a.PodName == b.PodName &&
 		a.Address == b.Address && a.Port == b.Port && a.Weight == b.Weight &&
 		a.MetricsPort == b.MetricsPort && a.MetricsPath == b.MetricsPath &&
-		a.Engine == b.Engine && a.Internal == b.Internal && maps.Equal(a.Labels, b.Labels) &&
+		a.Engine == b.Engine && a.Internal == b.Internal && a.NoScrape == b.NoScrape && maps.Equal(a.Labels, b.Labels) &&
 		sameModels(a.Models, b.Models)
 }

@@ -140,3 +140,22 @@ func TestCloneModelsEveryField(t *testing.T) {
 		assert.False(t, sameModels(in, changed), "a change of ModelEntry.%s is a change", v.Type().Field(i).Name)
 	}
 }
+
+// TestSameSpecEveryField guards sameSpec against a field added to
+// EndpointSpec and forgotten there (a change of it would not publish).
+func TestSameSpecEveryField(t *testing.T) {
+	full := EndpointSpec{Name: "a", Namespace: "ns", PodName: "p", Address: "127.0.0.1", Port: 1, Labels: map[string]string{"k": "v"},
+		Weight: 2, MetricsPort: 3, MetricsPath: "/m", Engine: "vllm", Models: []scheduling.ModelEntry{{Name: "m"}}, Internal: true, NoScrape: true}
+	v := reflect.ValueOf(full)
+	for i := range v.NumField() {
+		require.False(t, v.Field(i).IsZero(), "set EndpointSpec.%s in this test", v.Type().Field(i).Name)
+	}
+	same := full
+	assert.True(t, sameSpec(&full, &same))
+	for i := range v.NumField() {
+		changed := full
+		f := reflect.ValueOf(&changed).Elem().Field(i)
+		f.Set(reflect.Zero(f.Type()))
+		assert.False(t, sameSpec(&full, &changed), "a change of EndpointSpec.%s is a change", v.Type().Field(i).Name)
+	}
+}

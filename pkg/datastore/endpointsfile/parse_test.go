@@ -74,6 +74,8 @@ endpoints:
 				{Name: "b", Address: "127.0.0.1", Port: 2, Models: []scheduling.ModelEntry{}},
 			},
 		},
+		{name: "scrape", data: "endpoints:\n- {name: a, address: 127.0.0.1, port: 1, scrape: false}\n- {name: b, address: 127.0.0.1, port: 2, scrape: true}\n- {name: c, address: 127.0.0.1, port: 3, scrape: null}\n",
+			want: []datastore.EndpointSpec{{Name: "a", Address: "127.0.0.1", Port: 1, NoScrape: true}, {Name: "b", Address: "127.0.0.1", Port: 2}, {Name: "c", Address: "127.0.0.1", Port: 3}}},
 		{name: "null fields are absent", data: "endpoints:\n- {name: a, address: 127.0.0.1, port: 1, labels: null, weight: null}\n", want: []datastore.EndpointSpec{{Name: "a", Address: "127.0.0.1", Port: 1}}},
 	}
 	for _, tt := range tests {
@@ -110,7 +112,10 @@ func TestParseErrors(t *testing.T) {
 		{"item not an object", "endpoints: [a, {name: b, address: 127.0.0.1, port: 1}]\n", []string{"endpoints[0]: expected an object, got a string"}},
 		{"unknown fields", "endpoints:\n- {name: a, address: 127.0.0.1, port: 1, prot: 2, zzz: 1}\n", []string{
 			`endpoints[0].prot: unknown field "prot" (did you mean "port"?)`,
-			`endpoints[0].zzz: unknown field "zzz" (allowed: name, namespace, podName, address, port, labels, weight, metricsPort, metricsPath, engine, models, internal)`,
+			`endpoints[0].zzz: unknown field "zzz" (allowed: name, namespace, podName, address, port, labels, weight, metricsPort, metricsPath, engine, models, internal, scrape)`,
+		}},
+		{"scrape not a boolean", "endpoints:\n- {name: a, address: 127.0.0.1, port: 1, scrape: \"no\"}\n", []string{
+			"endpoints[0].scrape: expected true or false, got a string",
 		}},
 		{"model types", `endpoints:
 - name: a
