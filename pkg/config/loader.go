@@ -143,7 +143,9 @@ type Loaded struct {
 	// Kept names the instances taken over from Options.Previous.
 	Kept []string
 	// Notes say what the loader changed beyond the file's own defaults
-	// (the selection strategy override); the host logs them.
+	// (the selection strategy override), every one on every load. The
+	// loader logs them (Options.Logger) at start-up, and on a reload only
+	// those Options.Previous did not have.
 	Notes []string
 
 	handle   *scheduling.BasicHandle
