@@ -218,7 +218,15 @@ var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 // documentation). Fallbacks (maxNumOfEndpoints > 1) are the next distinct
 // endpoints of the walk under the bound, then those over it, in ring
 // order. Pick does not modify scored.
-func (p *Picker) Pick(_ context.Context, req *scheduling.Request, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
+func (p *Picker) Pick(ctx context.Context, req *scheduling.Request, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
+	return p.PickInProfile(ctx, req, scored, scheduling.PickInfo{})
+}
+
+// PickInProfile implements scheduling.ProfilePicker: Pick, but a call that
+// only orders fallbacks (info.FallbacksOnly) is not recorded: no
+// requests or backend count, no prefix for the cardinality estimate, no
+// log line.
+func (p *Picker) PickInProfile(_ context.Context, req *scheduling.Request, scored []scheduling.ScoredEndpoint, info scheduling.PickInfo) *scheduling.ProfileResult {
 	n := len(scored)
 	if n == 0 {
 		return &scheduling.ProfileResult{}
@@ -260,9 +268,13 @@ func (p *Picker) Pick(_ context.Context, req *scheduling.Request, scored []sched
 		if overflow {
 			strategy = StrategyBoundedOverflow
 		}
-		p.card.add(p.now(), binary.BigEndian.Uint64(key[8:16]))
+		if !info.FallbacksOnly {
+			p.card.add(p.now(), binary.BigEndian.Uint64(key[8:16]))
+		}
 	}
-	p.record(strategy, res.Targets[0], bound, req)
+	if !info.FallbacksOnly {
+		p.record(strategy, res.Targets[0], bound, req)
+	}
 	return res
 }
 
@@ -442,6 +454,7 @@ var Registration = scheduling.Registration{
 }
 
 var (
-	_ scheduling.Picker = (*Picker)(nil)
-	_ scheduling.Closer = (*Picker)(nil)
+	_ scheduling.Picker        = (*Picker)(nil)
+	_ scheduling.ProfilePicker = (*Picker)(nil)
+	_ scheduling.Closer        = (*Picker)(nil)
 )

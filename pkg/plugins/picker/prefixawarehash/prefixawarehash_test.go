@@ -904,3 +904,51 @@ func find(t *testing.T, g prometheus.Gatherer, name string, labels map[string]st
 	}
 	return nil
 }
+
+// TestFallbacksOnlyNotAPick: a call that only orders the fallbacks (the
+// strategy-picker's scorers chose the primary) is not counted: no request
+// or backend series moves and its prefix does not enter the cardinality
+// estimate; the order it returns is the pick's.
+func TestFallbacksOnlyNotAPick(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	clock := time.Unix(1_700_000_000, 0)
+	p := DefaultParams()
+	p.MaxNumOfEndpoints = 3
+	pk, err := newWithClock("p", p, handleWith(reg, logr.Discard()), func() time.Time { return clock })
+	if err != nil {
+		t.Fatal(err)
+	}
+	scored, _ := loaded(5)
+	fb := scheduling.PickInfo{FallbacksOnly: true}
+	for i := range 20 {
+		req := chat("m", fmt.Sprintf("s%d", i), "u")
+		order := pk.PickInProfile(t.Context(), req, scored, fb)
+		if len(order.Targets) != 3 {
+			t.Fatalf("fallbacks-only call ordered %v", schedulingtest.Names(order.Targets))
+		}
+		if got, want := schedulingtest.Names(order.Targets), schedulingtest.Names(pk.Pick(t.Context(), req, scored).Targets); !slices.Equal(got, want) {
+			t.Fatalf("fallbacks-only order %v, the pick's %v", got, want)
+		}
+	}
+	pk.PickInProfile(t.Context(), &scheduling.Request{Model: "m"}, scored, fb) // no key
+	if got := counter(t, reg, RequestsMetric, map[string]string{"picker": "p", "strategy": StrategyPrefixHash}); got != 20 {
+		t.Errorf("%s{strategy=%q} = %v, want 20 (the picks only)", RequestsMetric, StrategyPrefixHash, got)
+	}
+	if got := counter(t, reg, RequestsMetric, map[string]string{"picker": "p", "strategy": StrategyModelHashFallback}); got != 0 {
+		t.Errorf("%s{strategy=%q} = %v, want 0", RequestsMetric, StrategyModelHashFallback, got)
+	}
+	sum := 0.0
+	for _, e := range scored {
+		sum += gauge(t, reg, DistributionMetric, map[string]string{"picker": "p", "backend": e.Endpoint.Name()})
+	}
+	if sum != 20 {
+		t.Errorf("backend distribution sums to %v, want 20", sum)
+	}
+	// Fallbacks-only calls with new prefixes add nothing to the estimate.
+	for i := range 30 {
+		pk.PickInProfile(t.Context(), chat("m", fmt.Sprintf("other%d", i), "u"), scored, fb)
+	}
+	if got := gauge(t, reg, CardinalityMetric, map[string]string{"picker": "p"}); got < 19 || got > 21 {
+		t.Errorf("cardinality = %v, want about 20 (the picks' prefixes)", got)
+	}
+}

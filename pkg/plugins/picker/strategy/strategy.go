@@ -189,7 +189,9 @@ func (p *Picker) Pick(ctx context.Context, req *scheduling.Request, scored []sch
 // info.TotalWeight (strictly, when the margin is 0), the scorers decided and that
 // endpoint is the primary target; otherwise the strategy chooses among all
 // of scored. Fallbacks (maxNumOfEndpoints > 1) follow the primary in the
-// strategy's order. Pick may reorder scored.
+// strategy's order; when the scorers decided, the strategy is asked for
+// that order with info.FallbacksOnly, so that it records no pick. Pick may
+// reorder scored.
 func (p *Picker) PickInProfile(ctx context.Context, req *scheduling.Request, scored []scheduling.ScoredEndpoint, info scheduling.PickInfo) *scheduling.ProfileResult {
 	if len(scored) == 0 {
 		return &scheduling.ProfileResult{}
@@ -212,7 +214,11 @@ func (p *Picker) PickInProfile(ctx context.Context, req *scheduling.Request, sco
 	if p.Max == 1 {
 		return pick.Single(chosen.Endpoint)
 	}
-	rest := p.runStrategy(ctx, req, scored, info).Targets
+	// The strategy only orders the fallbacks: it must not count this as a
+	// pick of its own (rotations, decision counters, statistics).
+	fallbacks := info
+	fallbacks.FallbacksOnly = true
+	rest := p.runStrategy(ctx, req, scored, fallbacks).Targets
 	targets := make([]*scheduling.Endpoint, 1, min(p.Max, len(scored)))
 	targets[0] = chosen.Endpoint
 	for _, e := range rest {

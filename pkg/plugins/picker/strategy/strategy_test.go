@@ -312,6 +312,47 @@ func TestProfilePickerStrategy(t *testing.T) {
 	}
 }
 
+// When the scorers decided and maxNumOfEndpoints > 1, the strategy is
+// asked only for the fallbacks' order, with FallbacksOnly, so that it does
+// not record a pick; when the strategy decides, it is a pick of its own.
+func TestFallbacksOnlyTellsTheStrategy(t *testing.T) {
+	h := schedulingtest.NewHandle(t)
+	f := &fakeProfileStrategy{fakeStrategy{typ: "round-robin-picker", name: "p/strategy", max: 3}}
+	h.AddPlugin(f.name, f)
+	params := DefaultParams()
+	params.MaxNumOfEndpoints = 3
+	p, err := New("p", params, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := scheduling.PickInfo{Profile: "default", TotalWeight: 1, Scorers: 1}
+	// The scorers decide ep-1: the strategy orders the fallbacks only.
+	if got := names(p.PickInProfile(t.Context(), nil, schedulingtest.Scored(0, 0.9, 0), info)); !strings.HasPrefix(got, "ep-1,") {
+		t.Fatalf("scorers decided: %s, want ep-1 first", got)
+	}
+	want := info
+	want.FallbacksOnly = true
+	if f.lastInfo == nil || *f.lastInfo != want {
+		t.Errorf("fallbacks: strategy got %+v, want %+v", f.lastInfo, want)
+	}
+	// The strategy decides: an ordinary pick.
+	p.PickInProfile(t.Context(), nil, schedulingtest.Scored(0, 0, 0), info)
+	if f.lastInfo == nil || *f.lastInfo != info {
+		t.Errorf("strategy decided: strategy got %+v, want %+v", f.lastInfo, info)
+	}
+	// With one endpoint wanted, the scorers' pick never calls the strategy.
+	params.MaxNumOfEndpoints = 1
+	f.calls, f.lastInfo = 0, nil
+	p1, err := New("p", params, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1.PickInProfile(t.Context(), nil, schedulingtest.Scored(0, 0.9, 0), info)
+	if f.calls != 0 || f.lastInfo != nil {
+		t.Errorf("max 1, scorers decided: strategy called %d times (%+v)", f.calls, f.lastInfo)
+	}
+}
+
 // At -v 4 each pick logs which decided.
 func TestDecisionLog(t *testing.T) {
 	var lines []string
