@@ -15,6 +15,13 @@
 // request's N candidates. The loads sum to total_in_flight, which is less
 // than N × bound, so some endpoint is under it and the walk ends.
 //
+// The loads are read live, one atomic counter per candidate at the start
+// of the pick, without a lock or a reservation: the ext_proc server counts
+// the request after scheduling returns. The bound is exact for picks that
+// do not overlap; C overlapping picks that prefer the same endpoint can
+// leave it at most C − 1 above the bound until the next pick, which sees
+// their counts (see the README).
+//
 // Without a key (a completions request, a body that was not parsed) or
 // with enabled: false, the model name's hash chooses on the same ring,
 // without a bound: every request for a model goes to one endpoint, as the
