@@ -6,8 +6,9 @@
 // tokens × output price, prices in USD per 1M tokens. The price of the
 // request's model at an endpoint is the endpoint's own (its declared model
 // entry's pricing, scheduling.ModelsKey), else the picker's catalog's; an
-// entry without pricing shadows the catalog and leaves the endpoint
-// unpriced for that model. Unpriced endpoints rank after every priced one
+// entry whose pricing declares nothing (pricing: null or {}: the entry's
+// Unpriced) shadows the catalog and leaves the endpoint unpriced for that
+// model, while an entry without a pricing key takes the catalog's price. Unpriced endpoints rank after every priced one
 // (never as free); with none priced the picker takes turns like
 // RoundRobin. Equal costs go to the lower output price, then take turns
 // by the instance's rotation counter.

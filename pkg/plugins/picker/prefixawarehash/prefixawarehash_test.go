@@ -385,7 +385,13 @@ func endpointsOf(scored []scheduling.ScoredEndpoint) []*scheduling.Endpoint {
 // as they are (sticky: each assignment stays in flight when sticky).
 func assign(t *testing.T, names []string, keys []*scheduling.Request, sticky bool, eps float64) []string {
 	t.Helper()
-	pk := newPicker(t, func(p *Params) { p.LoadFactorEpsilon = eps })
+	return assignWith(t, newPicker(t, func(p *Params) { p.LoadFactorEpsilon = eps }), names, keys, sticky)
+}
+
+// assignWith is assign with a given picker (one that may have seen other
+// endpoints: its ring is then a superset of these).
+func assignWith(t *testing.T, pk *Picker, names []string, keys []*scheduling.Request, sticky bool) []string {
+	t.Helper()
 	scored := make([]scheduling.ScoredEndpoint, len(names))
 	loads := map[string]*schedulingtest.FakeLoad{}
 	for i, name := range names {
@@ -411,7 +417,9 @@ func assign(t *testing.T, names []string, keys []*scheduling.Request, sticky boo
 // the bound's scale, the paper's setting) the overflow cascade moves a
 // few more, at most 1/20 + ε (+ 0.02 of sampling margin), and more as ε
 // shrinks (ε = 0, perfect balance, is logged only: about half the keys
-// move). The measured fractions are logged.
+// move). The measured fractions are logged. One instance that sees every
+// change (its ring over all 21 endpoints, walked skipping the absent one)
+// assigns exactly as instances that know only the current endpoints.
 func TestC15_AddOrRemoveOneEndpointMovesFewKeys(t *testing.T) {
 	const n, numKeys = 20, 20000
 	keys := make([]*scheduling.Request, numKeys)
@@ -439,11 +447,22 @@ func TestC15_AddOrRemoveOneEndpointMovesFewKeys(t *testing.T) {
 			}
 		}
 		before := assign(t, base, keys, tc.sticky, tc.eps)
+		// One instance that sees every change: its ring is built over all
+		// 21 endpoints and walked skipping the absent one. It must assign
+		// exactly as instances that know only the current endpoints.
+		shared := newPicker(t, func(p *Params) { p.LoadFactorEpsilon = tc.eps })
+		assignWith(t, shared, more, keys[:1], false)
+		if got := assignWith(t, shared, base, keys, tc.sticky); !slices.Equal(got, before) {
+			t.Fatalf("%s: the pool's ring assigns the 20 endpoints' keys differently from their own ring", label)
+		}
 		for _, change := range []struct {
 			name  string
 			after []string
 		}{{"remove pod-0", fewer}, {"add pod-20", more}} {
 			after := assign(t, change.after, keys, tc.sticky, tc.eps)
+			if got := assignWith(t, shared, change.after, keys, tc.sticky); !slices.Equal(got, after) {
+				t.Fatalf("%s, %s: the pool's ring assigns differently from the endpoints' own ring", label, change.name)
+			}
 			moved, wrong := 0, 0
 			for i := range keys {
 				if before[i] == after[i] {
