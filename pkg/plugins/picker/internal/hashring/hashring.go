@@ -1,28 +1,3 @@
-// Package hashring is the consistent-hash ring shared by the
-// consistent-hash-picker and the prefix-aware-hash-picker.
-//
-// One ring is built over a superset of the candidates the picker has been
-// given (every endpoint seen as a candidate recently, which is the pool
-// once each endpoint has been a candidate), and cached behind an atomic
-// pointer. A request maps its candidates onto the ring's members (a View)
-// and walks clockwise from its key, skipping the members that are not
-// among its candidates and visiting each candidate once, however many
-// virtual nodes it has. The first candidate the walk meets is the one
-// whose nearest point clockwise of the key is nearest, so the result
-// depends only on the key and the candidate set: it is exactly what a ring
-// of these candidates alone would give, whatever else the superset holds
-// (EPP replicas with different histories agree), and removing a candidate
-// remaps only the keys it owned.
-//
-// The ring is rebuilt only when a candidate is not among its members (a
-// new endpoint), over the candidates and the members seen within
-// MemberTTL, at most MaxRetained of those: filters that vary by request
-// (served models, caller scope, health) narrow the candidates without any
-// build, and the ring holds at most max(candidates, MaxRetained) members.
-// A walk that finds candidates sparse among the members (a small subset
-// of a large pool) switches, after a bounded number of steps, to ranking
-// the remaining candidates by their nearest point (a binary search each),
-// which gives the same order.
 package hashring
 
 import (
@@ -87,7 +62,9 @@ func Build(members []Member, vnodes int) *Ring {
 	}
 	pts := make([]point, 0, len(members)*vnodes)
 	for i, m := range members {
-		r.index[m.KeyHash] = int32(i)
+		if _, taken := r.index[m.KeyHash]; !taken {
+			r.index[m.KeyHash] = int32(i)
+		}
 		h := xxhash.Sum64String(m.Key)
 		for v := range vnodes {
 			pts = append(pts, point{at: PointHash(h, v), owner: uint32(i)})
@@ -125,9 +102,24 @@ func (r *Ring) Members() int { return len(r.members) }
 func (r *Ring) Points() int { return len(r.points) }
 
 // Has reports whether key is a member.
-func (r *Ring) Has(keyHash uint64, key string) bool {
+func (r *Ring) Has(keyHash uint64, key string) bool { return r.find(keyHash, key) >= 0 }
+
+// find returns the member of key, or -1. Two keys whose 64-bit hashes
+// collide share an index entry: the other is found by a scan.
+func (r *Ring) find(keyHash uint64, key string) int {
 	j, ok := r.index[keyHash]
-	return ok && r.members[j].Key == key
+	if !ok {
+		return -1
+	}
+	if r.members[j].Key == key {
+		return int(j)
+	}
+	for i := range r.members {
+		if r.members[i].KeyHash == keyHash && r.members[i].Key == key {
+			return i
+		}
+	}
+	return -1
 }
 
 // Cache holds one ring over a superset of the candidates seen. Safe for
@@ -181,23 +173,37 @@ func (c *Cache) View(scored []scheduling.ScoredEndpoint, v *View) {
 	}
 	r = c.rebuild(scored, sec)
 	if !v.mapOnto(r, scored, sec) {
-		panic("hashring: a candidate is missing from the ring built over it")
+		// Unreachable: the ring was built over these candidates. Should
+		// it happen, a ring of the candidates alone picks the same.
+		c.builds.Add(1)
+		v.mapOnto(Build(candidateMembers(scored), c.vnodes), scored, sec)
 	}
+}
+
+// candidateMembers returns the distinct candidates as members, in key
+// order.
+func candidateMembers(scored []scheduling.ScoredEndpoint) []Member {
+	members := make([]Member, 0, len(scored))
+	in := make(map[string]struct{}, len(scored))
+	for i := range scored {
+		e := scored[i].Endpoint
+		if _, dup := in[e.Key()]; !dup {
+			in[e.Key()] = struct{}{}
+			members = append(members, Member{KeyHash: e.KeyHash(), Key: e.Key()})
+		}
+	}
+	slices.SortFunc(members, func(a, b Member) int { return cmp.Compare(a.Key, b.Key) })
+	return members
 }
 
 // rebuild builds the ring of the candidates and of the current members
 // seen within MemberTTL (at most MaxRetained of them, the most recent).
 func (c *Cache) rebuild(scored []scheduling.ScoredEndpoint, sec int64) *Ring {
 	build := func(old *Ring) *Ring {
-		members := make([]Member, 0, len(scored)+old.Members())
-		in := make(map[uint64]struct{}, len(scored))
-		for i := range scored {
-			e := scored[i].Endpoint
-			if _, dup := in[e.KeyHash()]; dup {
-				continue
-			}
-			in[e.KeyHash()] = struct{}{}
-			members = append(members, Member{KeyHash: e.KeyHash(), Key: e.Key()})
+		members := candidateMembers(scored)
+		in := make(map[string]struct{}, len(members))
+		for _, m := range members {
+			in[m.Key] = struct{}{}
 		}
 		type kept struct {
 			m    Member
@@ -206,7 +212,7 @@ func (c *Cache) rebuild(scored []scheduling.ScoredEndpoint, sec int64) *Ring {
 		var retained []kept
 		oldest := sec - int64(c.ttl/time.Second)
 		for j, m := range old.members {
-			if _, dup := in[m.KeyHash]; dup {
+			if _, dup := in[m.Key]; dup {
 				continue
 			}
 			if s := old.lastSeen[j].Load(); s >= oldest {
@@ -225,7 +231,7 @@ func (c *Cache) rebuild(scored []scheduling.ScoredEndpoint, sec int64) *Ring {
 		slices.SortFunc(members, func(a, b Member) int { return cmp.Compare(a.Key, b.Key) })
 		r := Build(members, c.vnodes)
 		for j, m := range r.members {
-			if oj, ok := old.index[m.KeyHash]; ok && old.members[oj].Key == m.Key {
+			if oj := old.find(m.KeyHash, m.Key); oj >= 0 {
 				r.lastSeen[j].Store(old.lastSeen[oj].Load())
 			}
 		}
@@ -313,11 +319,9 @@ func (v *View) mapOnto(r *Ring, scored []scheduling.ScoredEndpoint, sec int64) b
 			}
 		}
 		if mj < 0 {
-			idx, ok := r.index[kh]
-			if !ok || r.members[idx].Key != e.Key() {
+			if mj = r.find(kh, e.Key()); mj < 0 {
 				return false
 			}
-			mj = int(idx)
 		}
 		if v.pos[mj] >= 0 {
 			continue // the same endpoint twice

@@ -161,3 +161,20 @@ func BenchmarkView(b *testing.B) {
 		})
 	}
 }
+
+// Two keys whose 64-bit hashes collide are both members and both found.
+func TestHashCollision(t *testing.T) {
+	r := Build([]Member{{KeyHash: 7, Key: "a"}, {KeyHash: 7, Key: "b"}, {KeyHash: 8, Key: "c"}}, 4)
+	for _, tt := range []struct {
+		kh   uint64
+		key  string
+		want int
+	}{{7, "a", 0}, {7, "b", 1}, {8, "c", 2}, {7, "c", -1}, {9, "a", -1}} {
+		if got := r.find(tt.kh, tt.key); got != tt.want {
+			t.Errorf("find(%d, %q) = %d, want %d", tt.kh, tt.key, got, tt.want)
+		}
+	}
+	if r.Points() != 12 || r.Members() != 3 {
+		t.Errorf("points %d, members %d", r.Points(), r.Members())
+	}
+}
