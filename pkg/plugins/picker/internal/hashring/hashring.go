@@ -180,7 +180,7 @@ func (c *Cache) View(scored []scheduling.ScoredEndpoint, v *View) {
 	}
 }
 
-// candidateMembers returns the distinct candidates as members, in key
+// candidateMembers returns the distinct candidates as members, in their
 // order.
 func candidateMembers(scored []scheduling.ScoredEndpoint) []Member {
 	members := make([]Member, 0, len(scored))
@@ -192,7 +192,6 @@ func candidateMembers(scored []scheduling.ScoredEndpoint) []Member {
 			members = append(members, Member{KeyHash: e.KeyHash(), Key: e.Key()})
 		}
 	}
-	slices.SortFunc(members, func(a, b Member) int { return cmp.Compare(a.Key, b.Key) })
 	return members
 }
 
@@ -226,9 +225,9 @@ func (c *Cache) rebuild(scored []scheduling.ScoredEndpoint, sec int64) *Ring {
 		for _, k := range retained {
 			members = append(members, k.m)
 		}
-		// Key order: the snapshot's name order, so that a request's
-		// candidates usually map onto the members in one merge pass.
-		slices.SortFunc(members, func(a, b Member) int { return cmp.Compare(a.Key, b.Key) })
+		// The candidates' order (the snapshot's), then the retained ones:
+		// a request's candidates, the pool or a filtered subset of it,
+		// usually map onto the members in one merge pass.
 		r := Build(members, c.vnodes)
 		for j, m := range r.members {
 			if oj := old.find(m.KeyHash, m.Key); oj >= 0 {
@@ -301,21 +300,18 @@ func (v *View) mapOnto(r *Ring, scored []scheduling.ScoredEndpoint, sec int64) b
 		v.pos[j] = -1
 	}
 	v.n = 0
-	// Candidates usually come in the members' (key) order: a merge pass
-	// finds them; the first one out of order switches to the index.
-	j, merge := 0, true
+	// Candidates usually come in the members' order: a merge pass finds
+	// each within a few steps of the last; one out of order is looked up
+	// in the index, and the merge goes on from it.
+	j := 0
 	for i := range scored {
 		e := scored[i].Endpoint
 		kh := e.KeyHash()
 		mj := -1
-		if merge {
-			for j < m && r.members[j].KeyHash != kh {
-				j++
-			}
-			if j < m && r.members[j].Key == e.Key() {
+		for end := min(j+mergeWindow, m); j < end; j++ {
+			if r.members[j].KeyHash == kh && r.members[j].Key == e.Key() {
 				mj = j
-			} else {
-				merge = false
+				break
 			}
 		}
 		if mj < 0 {
@@ -323,6 +319,7 @@ func (v *View) mapOnto(r *Ring, scored []scheduling.ScoredEndpoint, sec int64) b
 				return false
 			}
 		}
+		j = mj + 1
 		if v.pos[mj] >= 0 {
 			continue // the same endpoint twice
 		}
@@ -334,6 +331,10 @@ func (v *View) mapOnto(r *Ring, scored []scheduling.ScoredEndpoint, sec int64) b
 	}
 	return true
 }
+
+// mergeWindow is how many members the merge pass looks at before it
+// looks a candidate up in the index.
+const mergeWindow = 16
 
 // Start begins a walk clockwise from the first point at or after h.
 func (v *View) Start(h uint64) {
