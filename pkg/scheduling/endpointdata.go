@@ -265,6 +265,12 @@ type PickInfo struct {
 	TotalWeight float64
 	// Scorers is the number of scorers that ran.
 	Scorers int
+	// FallbacksOnly says the primary endpoint is already chosen (the
+	// strategy-picker's scorers decided) and the picker is asked only for
+	// its order of the fallbacks (maxNumOfEndpoints > 1). Such a call is
+	// not a pick: the picker must not record it (advance a rotation,
+	// count a decision or a backend, feed a statistic).
+	FallbacksOnly bool
 }
 
 // ProfilePicker is a Picker that wants to know about the profile it picks

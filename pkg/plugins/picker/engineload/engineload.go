@@ -306,7 +306,8 @@ func DeadbandOpen(minW, maxW, abs int, rel float64) bool {
 }
 
 // PickInProfile implements scheduling.ProfilePicker (info is passed on to
-// a base strategy that is one). Fallbacks (maxNumOfEndpoints > 1) are the
+// a base strategy that is one). A call that only orders fallbacks
+// (info.FallbacksOnly) counts no decision. Fallbacks (maxNumOfEndpoints > 1) are the
 // base strategy's when it picked, else the next lowest waiting queues
 // (KV usage breaking ties). Pick may reorder scored.
 func (p *Picker) PickInProfile(ctx context.Context, req *scheduling.Request, scored []scheduling.ScoredEndpoint, info scheduling.PickInfo) *scheduling.ProfileResult {
@@ -341,7 +342,9 @@ func (p *Picker) PickInProfile(ctx context.Context, req *scheduling.Request, sco
 		res = p.lowest(ctx, req, scored, info, minW)
 	}
 	p.transition(stale, scored, now)
-	p.record(reason, res, req, minW, maxW)
+	if !info.FallbacksOnly {
+		p.record(reason, res, req, minW, maxW)
+	}
 	return res
 }
 
