@@ -220,6 +220,13 @@ func demo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	}()
 	gwURL := "http://" + lis.Addr().String()
 
+	// The banner invites requests: wait (briefly) until every simulated
+	// server has been scraped, so that the first requests see the whole
+	// pool rather than whichever server was scraped first.
+	if !waitAllRoutable(ctx, srv.Store(), len(sims), 10*time.Second) && ctx.Err() == nil {
+		fmt.Fprintf(stderr, "Not every server had fresh metrics within 10s; requests go to those that have.\n")
+	}
+
 	fmt.Fprintf(stdout, "Switchyard demo: %d simulated vLLM servers, the EPP and a gateway on this machine.\n\n", f.endpoints)
 	fmt.Fprintf(stdout, "  gateway    %s  (OpenAI API: /v1/completions, /v1/chat/completions)\n", gwURL)
 	fmt.Fprintf(stdout, "  EPP        ext_proc %s (TLS, self-signed)  metrics http://%s/metrics\n", srv.GRPCAddr(), srv.MetricsAddr())
@@ -409,5 +416,28 @@ func (l *demoLoad) run(ctx context.Context) {
 				l.failed.Add(1)
 			}
 		}()
+	}
+}
+
+// waitAllRoutable waits until the store's snapshot has n routable
+// endpoints with fresh metrics (not fail-open), ctx ends or timeout
+// passes; it reports whether they were.
+func waitAllRoutable(ctx context.Context, store *datastore.Store, n int, timeout time.Duration) bool {
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	tick := time.NewTicker(10 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		sn := store.Snapshot()
+		if len(sn.Routable()) == n && !sn.RoutableFailOpen() {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-deadline.C:
+			return false
+		case <-tick.C:
+		}
 	}
 }

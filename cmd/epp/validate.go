@@ -14,9 +14,10 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/datastore/endpointsfile"
 	"github.com/switchyard-ai/switchyard/pkg/plugins"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+	"github.com/switchyard-ai/switchyard/pkg/server"
 )
 
-const validateUsage = `Usage: epp validate [-o yaml|json] [--selection-strategy NAME] [--endpoints-file F] FILE...
+const validateUsage = `Usage: epp validate [-o yaml|json] [--selection-strategy NAME] [--endpoints-file F] [--refresh-metrics-interval D] FILE...
 
 Loads each EndpointPickerConfig file exactly as the server does and prints
 FILE: OK, or every error with its field path. Warnings go to stderr.
@@ -30,7 +31,10 @@ With --selection-strategy (else $SWITCHYARD_SELECTION_STRATEGY) each file
 is loaded with that strategy, as the server would: notes on stderr say
 what it changes. With --endpoints-file, the warnings that depend on the
 endpoints are checked against that standalone endpoints file too (LeastCost
-with fewer than two priced replicas of a model).
+with fewer than two priced replicas of a model). --refresh-metrics-interval
+is the scrape interval the server will run with (default 50ms, as epp
+serve's): plugins that judge metrics' age derive their defaults from it,
+and engine-load-picker warns when its scrapeInterval differs.
 
 Files are held to the bounds the server applies: at most 1 MiB (also once
 YAML aliases are expanded), 512 plugins, 64 scheduling profiles and 128
@@ -50,6 +54,7 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	var strategyFlag string
 	registerSelectionStrategy(fs, &strategyFlag)
 	endpointsFile := fs.String("endpoints-file", "", "a standalone endpoints file to check the endpoint-dependent warnings against")
+	refresh := fs.Duration("refresh-metrics-interval", server.Defaults().RefreshMetricsInterval, "the server's model-server metrics scrape interval, as given to epp serve")
 	fs.Usage = func() {
 		fmt.Fprint(stderr, validateUsage)
 		fs.PrintDefaults()
@@ -80,6 +85,10 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 		fs.Usage()
 		return 2
 	}
+	if *refresh <= 0 {
+		fmt.Fprintf(stderr, "epp validate: --refresh-metrics-interval must be positive, got %s\n", *refresh)
+		return 2
+	}
 	strategy, _, err := selectionStrategy(strategyFlag)
 	if err != nil {
 		fmt.Fprintf(stderr, "epp validate: %v\n", err)
@@ -101,7 +110,7 @@ func runValidate(args []string, stdout, stderr io.Writer) int {
 	var configs []*config.EndpointPickerConfig
 	var valid []string
 	for _, file := range files {
-		loaded, err := config.LoadFile(file, config.Options{Registry: plugins.InTree(), SelectionStrategy: strategy})
+		loaded, err := config.LoadFile(file, config.Options{Registry: plugins.InTree(), SelectionStrategy: strategy, ScrapeInterval: *refresh})
 		if err != nil {
 			code = 1
 			var verr *config.ValidationError

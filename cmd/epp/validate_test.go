@@ -204,6 +204,49 @@ schedulingProfiles:
 	require.NotContains(t, stderr, "priced")
 }
 
+// TestValidateScrapeInterval: engine-load-picker's scrapeInterval
+// defaults to the interval the server scrapes at (--refresh-metrics-interval,
+// which epp validate takes as epp serve does), and a configured value that
+// differs from it is a warning.
+func TestValidateScrapeInterval(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, content string) string {
+		p := filepath.Join(dir, name)
+		require.NoError(t, os.WriteFile(p, []byte(content), 0o600))
+		return p
+	}
+	const header = "apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: EndpointPickerConfig\n"
+	set := write("set.yaml", header+`plugins:
+- type: engine-load-picker
+  parameters: {scrapeInterval: 100ms}
+schedulingProfiles:
+- name: default
+  plugins: [{pluginRef: engine-load-picker}]
+`)
+	unset := write("unset.yaml", header+`plugins:
+- type: engine-load-picker
+schedulingProfiles:
+- name: default
+  plugins: [{pluginRef: engine-load-picker}]
+`)
+	const warning = `plugins[0] "engine-load-picker" (engine-load-picker): scrapeInterval 100ms differs from the EPP's metrics scrape interval 50ms (--refresh-metrics-interval): metrics count as fresh for 3 × 100ms = 300ms, not 3 scrapes`
+	code, _, stderr := runEPP("validate", set)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stderr, "warning: "+warning)
+	code, _, stderr = runEPP("validate", "--refresh-metrics-interval", "100ms", set)
+	require.Equal(t, 0, code, stderr)
+	require.NotContains(t, stderr, "scrapeInterval", "the same interval as the server's")
+	code, _, stderr = runEPP("validate", unset)
+	require.Equal(t, 0, code, stderr)
+	require.NotContains(t, stderr, "scrapeInterval", "left out: it follows the server's")
+	code, stdout, stderr := runEPP("validate", "-o", "json", "--refresh-metrics-interval", "200ms", unset)
+	require.Equal(t, 0, code, stderr)
+	require.Contains(t, stdout, `"scrapeInterval": "200ms"`, "the default derives from the server's interval")
+	code, _, stderr = runEPP("validate", "--refresh-metrics-interval", "0s", unset)
+	require.Equal(t, 2, code)
+	require.Contains(t, stderr, "--refresh-metrics-interval must be positive")
+}
+
 // C-06: a configuration is checked before it is applied: `epp validate`
 // loads it with the server's own loader, registry and bounds, so a file it
 // accepts is one the server (start-up or hot reload) accepts, and one it

@@ -66,7 +66,8 @@
 // of that strategy, named strategy-picker (strategy-picker-<profile> with
 // several profiles), that keeps the replaced picker's maxNumOfEndpoints:
 // the profile's scorers still decide when one endpoint scores clearly
-// highest. Loaded.Notes, also logged on every load, say what changed.
+// highest. Loaded.Notes say what changed; the loader logs them at
+// start-up, then on a reload only the ones Options.Previous did not have.
 // Without the option and without a strategy-picker the loader builds
 // exactly what it built before strategies existed (a golden test holds it
 // to that for the default and the GIE v1.5 configurations).

@@ -77,6 +77,14 @@ type Options struct {
 	// with the replaced picker's maxNumOfEndpoints; the profile's scorers
 	// keep precedence. Loaded.Notes says what changed.
 	SelectionStrategy string
+
+	// ScrapeInterval is the host's model-server metrics scrape interval
+	// (epp serve's --refresh-metrics-interval), passed to plugins
+	// (scheduling.HandleOptions.ScrapeInterval, scheduling.ScrapeIntervalOf):
+	// engine-load-picker derives its freshness from it and warns when its
+	// scrapeInterval parameter differs. 0 means unknown: plugins keep their
+	// own defaults.
+	ScrapeInterval time.Duration
 }
 
 // Default bounds of a configuration. Every instance costs memory, metric
@@ -135,7 +143,9 @@ type Loaded struct {
 	// Kept names the instances taken over from Options.Previous.
 	Kept []string
 	// Notes say what the loader changed beyond the file's own defaults
-	// (the selection strategy override); the host logs them.
+	// (the selection strategy override), every one on every load. The
+	// loader logs them (Options.Logger) at start-up, and on a reload only
+	// those Options.Previous did not have.
 	Notes []string
 
 	handle   *scheduling.BasicHandle
@@ -296,7 +306,7 @@ func Load(data []byte, opts Options) (*Loaded, error) {
 	if !l.selectionStrategy() {
 		return nil, errs.Err()
 	}
-	l.handle = scheduling.NewHandle(scheduling.HandleOptions{Context: opts.Context, Logger: opts.Logger, Registerer: opts.Registerer, Seed: opts.Seed, APIVersion: cfg.APIVersion})
+	l.handle = scheduling.NewHandle(scheduling.HandleOptions{Context: opts.Context, Logger: opts.Logger, Registerer: opts.Registerer, Seed: opts.Seed, APIVersion: cfg.APIVersion, ScrapeInterval: opts.ScrapeInterval})
 	// The instances are found through the configuration from now on.
 	defer l.handle.Seal()
 	l.out.handle, l.out.owned = l.handle, l.owned

@@ -66,11 +66,16 @@ func (l *loader) selectionStrategy() bool {
 	return true
 }
 
-// note records and logs, at start-up and on every reload, what the loader
-// changed beyond the file's own defaults.
+// note records what the loader changed beyond the file's own defaults
+// (every load's Loaded.Notes has them all) and logs it at start-up, then
+// on a reload only when the configuration it replaces did not say the
+// same: a reload that changes nothing the override does stays quiet.
 func (l *loader) note(format string, args ...any) {
 	msg := fmt.Sprintf(format, args...)
 	l.out.Notes = append(l.out.Notes, msg)
+	if prev := l.opts.Previous; prev != nil && slices.Contains(prev.Notes, msg) {
+		return
+	}
 	l.opts.Logger.Info("Selection strategy override", "note", msg)
 }
 

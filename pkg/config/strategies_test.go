@@ -200,33 +200,33 @@ func TestC03_StrategyFromConfiguration(t *testing.T) {
 			name:       "default RoundRobin",
 			picker:     "- name: p\n  type: strategy-picker",
 			wantType:   "round-robin-picker",
-			wantParams: map[string]any{"maxNumOfEndpoints": 1.0, "strategy": "RoundRobin", "scorerThreshold": 0.3},
+			wantParams: map[string]any{"maxNumOfEndpoints": 1.0, "strategy": "RoundRobin", "scorerThreshold": 0.3, "scorerMargin": 0.05},
 		},
 		{
 			name:       "snake_case",
 			picker:     "- name: p\n  type: strategy-picker\n  parameters: {strategy: least_busy}",
 			wantType:   "least-busy-picker",
-			wantParams: map[string]any{"maxNumOfEndpoints": 1.0, "strategy": "LeastBusy", "scorerThreshold": 0.3},
+			wantParams: map[string]any{"maxNumOfEndpoints": 1.0, "strategy": "LeastBusy", "scorerThreshold": 0.3, "scorerMargin": 0.05},
 		},
 		{
 			name:     "kebab-case with parameters and fallbacks",
 			picker:   "- name: p\n  type: strategy-picker\n  parameters: {strategy: consistent-hash, strategyParameters: {virtualNodes: 20}, maxNumOfEndpoints: 3, scorerThreshold: 0.5}",
 			wantType: "consistent-hash-picker",
-			wantParams: map[string]any{"maxNumOfEndpoints": 3.0, "strategy": "ConsistentHash", "scorerThreshold": 0.5,
+			wantParams: map[string]any{"maxNumOfEndpoints": 3.0, "strategy": "ConsistentHash", "scorerThreshold": 0.5, "scorerMargin": 0.05,
 				"strategyParameters": map[string]any{"virtualNodes": 20.0}},
 		},
 		{
 			name:     "defaults of the strategy's parameters are shown",
 			picker:   "- name: p\n  type: strategy-picker\n  parameters: {strategy: ConsistentHash}",
 			wantType: "consistent-hash-picker",
-			wantParams: map[string]any{"maxNumOfEndpoints": 1.0, "strategy": "ConsistentHash", "scorerThreshold": 0.3,
+			wantParams: map[string]any{"maxNumOfEndpoints": 1.0, "strategy": "ConsistentHash", "scorerThreshold": 0.3, "scorerMargin": 0.05,
 				"strategyParameters": map[string]any{"virtualNodes": 150.0}},
 		},
 		{
 			name:     "EngineLoad has a base strategy",
 			picker:   "- name: p\n  type: strategy-picker\n  parameters: {strategy: EngineLoad, strategyParameters: {baseStrategy: weighted-round-robin}, maxNumOfEndpoints: 2}",
 			wantType: "engine-load-picker",
-			wantParams: map[string]any{"maxNumOfEndpoints": 2.0, "strategy": "EngineLoad", "scorerThreshold": 0.3,
+			wantParams: map[string]any{"maxNumOfEndpoints": 2.0, "strategy": "EngineLoad", "scorerThreshold": 0.3, "scorerMargin": 0.05,
 				"strategyParameters": map[string]any{"baseStrategy": "weighted-round-robin", "fail": false}},
 		},
 	}
@@ -469,7 +469,7 @@ func TestOverrideReplacesProfilePickers(t *testing.T) {
 	require.Equal(t, []string{"queue-scorer×2", "kv-cache-utilization-scorer×2", "prefix-cache-scorer×3"}, scorers)
 	_, profiles := summarize(l.Config)
 	require.Equal(t, []string{"queue-scorer=2", "kv-cache-utilization-scorer=2", "prefix-cache-scorer=3", "strategy-picker"}, profiles["default"])
-	require.Equal(t, map[string]any{"maxNumOfEndpoints": 1.0, "strategy": "LeastBusy", "scorerThreshold": 0.3}, pluginParams(t, l.Config, "strategy-picker"))
+	require.Equal(t, map[string]any{"maxNumOfEndpoints": 1.0, "strategy": "LeastBusy", "scorerThreshold": 0.3, "scorerMargin": 0.05}, pluginParams(t, l.Config, "strategy-picker"))
 	require.Equal(t, []string{`schedulingProfiles[0] "default": its picker max-score-picker is replaced by the strategy-picker "strategy-picker" with strategy LeastBusy (chosen by --selection-strategy or SWITCHYARD_SELECTION_STRATEGY) and maxNumOfEndpoints 1; the profile's scorers decide first when one endpoint scores clearly highest`}, l.Notes)
 
 	// The effective configuration says the same without the override.

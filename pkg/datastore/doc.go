@@ -76,6 +76,16 @@
 // SetScrapingEnabled(false) — the default — makes every endpoint ready and
 // none stale.
 //
+// An endpoint without metrics to read (EndpointSpec.NoScrape: the
+// endpoints file's scrape: false, the switchyard.ai/scrape: "false" pod
+// annotation; e.g. a hosted API behind a proxy) is left out of Targets,
+// never scraped, and always fresh: it has no metrics to be stale, so it
+// is in Ready and, when eligible, in Routable. Its load is not measured:
+// its scheduling.Metrics stay zero with a zero UpdateTime (an endpoint
+// switched to NoScrape drops the metrics it had), the mark plugins read
+// as "never measured" (engine-load-picker and the utilization detector
+// take it for stale, not idle).
+//
 // # Eligibility
 //
 // Freshness says whether an endpoint's metrics can be trusted; eligibility
@@ -97,7 +107,10 @@
 // Ready: the eligible endpoints with fresh metrics. Fail-open applies to
 // freshness only, and only among the eligible: if some endpoint is
 // eligible but none of those is fresh, Routable holds every eligible
-// endpoint (RoutableFailOpen reports it). It never re-admits an
+// endpoint (RoutableFailOpen reports it) except, as in Ready, those whose
+// last scrape left their load unknown (ScrapeStatus.LoadUnknown), unless
+// every eligible endpoint's load is unknown: their last metrics would
+// make them look idle and win every pick. It never re-admits an
 // ineligible endpoint: when none is eligible, Routable is empty and the
 // request path answers 503. A stale endpoint that a health check or
 // breaker took out thus stays out however the metrics fare, and a pool

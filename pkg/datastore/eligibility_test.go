@@ -86,11 +86,50 @@ func TestModelsChangeIsAnUpdate(t *testing.T) {
 	assert.Greater(t, s.Snapshot().Version, v, "internal is part of the spec")
 }
 
+// TestUnpricedIsPublished: an entry whose pricing is null (Unpriced:
+// shadowing a picker's price catalog) keeps the mark in the store's copy
+// and in the published ModelsKey, and a change of it alone is an update.
+func TestUnpricedIsPublished(t *testing.T) {
+	s, _ := newTestStore(t)
+	sp := EndpointSpec{Name: "a", Address: "127.0.0.1", Port: 1, Models: []scheduling.ModelEntry{{Name: "m", Unpriced: true}, {Name: "n"}}}
+	require.NoError(t, s.Replace([]EndpointSpec{sp}))
+	entry := func() (m, n *scheduling.ModelEntry) {
+		t.Helper()
+		e, _ := s.Snapshot().Lookup("a")
+		models, ok := scheduling.ModelsKey.Get(e)
+		require.True(t, ok)
+		m, ok = models.Lookup("m")
+		require.True(t, ok)
+		n, ok = models.Lookup("n")
+		require.True(t, ok)
+		return m, n
+	}
+	m, n := entry()
+	assert.True(t, m.Unpriced, "pricing: null reaches the picker")
+	assert.Nil(t, m.Pricing)
+	assert.False(t, n.Unpriced, "an entry without pricing takes the catalog's")
+
+	v := s.Snapshot().Version
+	sp.Models = []scheduling.ModelEntry{{Name: "m"}, {Name: "n"}}
+	require.NoError(t, s.Replace([]EndpointSpec{sp}))
+	assert.Greater(t, s.Snapshot().Version, v, "dropping pricing: null is published")
+	m, _ = entry()
+	assert.False(t, m.Unpriced)
+	v = s.Snapshot().Version
+	sp.Models = []scheduling.ModelEntry{{Name: "m", Unpriced: true}, {Name: "n"}}
+	require.NoError(t, s.Replace([]EndpointSpec{sp}))
+	assert.Greater(t, s.Snapshot().Version, v, "adding pricing: null is published")
+	m, _ = entry()
+	assert.True(t, m.Unpriced)
+	assert.Equal(t, sp.Models, s.Specs()[0].Models, "Specs keep the mark")
+}
+
 // TestRoutable: eligibility (health check, breaker) and freshness, with
 // fail-open on freshness only among the eligible endpoints.
 func TestRoutable(t *testing.T) {
 	type state struct {
 		fresh   bool
+		unknown bool // last scrape left the load unknown
 		probe   scheduling.ProbeState
 		breaker scheduling.BreakerState
 	}
@@ -157,6 +196,24 @@ func TestRoutable(t *testing.T) {
 			routable: []string{"a", "b"}, failOpen: true, ready: []string{"a", "b"},
 		},
 		{
+			name: "fail-open skips the load-unknown while another eligible load is readable", scraping: true,
+			eps:      map[string]state{"a": stale, "b": {unknown: true}, "c": stale},
+			routable: []string{"a", "c"}, failOpen: true, ready: []string{"a", "c"},
+			out: map[string]string{"b": OutStale},
+		},
+		{
+			name: "fail-open skips the load-unknown beside an ineligible fresh one", scraping: true,
+			eps:      map[string]state{"a": {fresh: true, breaker: scheduling.BreakerOpen}, "b": {unknown: true}, "c": stale},
+			routable: []string{"c"}, failOpen: true, ready: []string{"a"},
+			out: map[string]string{"a": OutBreakerOpen, "b": OutStale},
+		},
+		{
+			name: "every eligible load unknown: all eligible, failing open", scraping: true,
+			eps:      map[string]state{"a": {probe: scheduling.ProbeUnhealthy}, "b": {unknown: true}, "c": {unknown: true}},
+			routable: []string{"b", "c"}, failOpen: true, ready: []string{"a"},
+			out: map[string]string{"a": OutUnhealthy},
+		},
+		{
 			name: "scraping disabled: the eligible ones", scraping: false,
 			eps:      map[string]state{"a": {probe: scheduling.ProbeUnhealthy}, "b": stale},
 			routable: []string{"b"}, ready: []string{"a", "b"},
@@ -177,6 +234,9 @@ func TestRoutable(t *testing.T) {
 			for n, st := range tt.eps {
 				if st.fresh {
 					s.ReportScrape(targetID(t, s, n), ScrapeResult{})
+				}
+				if st.unknown {
+					s.ReportScrape(targetID(t, s, n), ScrapeResult{LoadUnknown: "vllm:num_requests_waiting is NaN"})
 				}
 				h := health(t, s, n)
 				h.SetProbe(st.probe)
@@ -328,4 +388,61 @@ func TestSpecModelsValidated(t *testing.T) {
 	err := ValidateSpecs([]EndpointSpec{{Name: "a", Address: "127.0.0.1", Port: 1, Models: []scheduling.ModelEntry{{Name: ""}}}})
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "endpoints[0].models[0].name: must not be empty")
+}
+
+// TestNoScrape: an endpoint without metrics (EndpointSpec.NoScrape) is not
+// a scrape target, is always fresh (Ready, Routable, even when every
+// scraped endpoint is stale), keeps unmeasured metrics (zero UpdateTime)
+// and drops the metrics it had when it stops being scraped; a scrape
+// begun before is not recorded.
+func TestNoScrape(t *testing.T) {
+	s, clock := newTestStore(t)
+	s.SetScrapingEnabled(true)
+	hosted := spec("hosted", "127.0.0.2", 1)
+	hosted.NoScrape = true
+	require.NoError(t, s.Replace([]EndpointSpec{spec("a", "127.0.0.1", 1), hosted, spec("b", "127.0.0.3", 1)}))
+	ts, _ := s.Targets()
+	var targets []string
+	for _, tg := range ts {
+		targets = append(targets, tg.Spec.Name)
+	}
+	assert.Equal(t, []string{"a", "b"}, targets, "hosted is not scraped")
+
+	s.ReportScrape(targetID(t, s, "a"), ScrapeResult{Metrics: scheduling.Metrics{WaitingQueueSize: 3}})
+	s.Flush()
+	sn := s.Snapshot()
+	assert.Equal(t, []string{"a", "hosted"}, names(sn.Routable()), "hosted counts as fresh; b was never scraped")
+	assert.Equal(t, []string{"a", "hosted"}, names(sn.Ready()))
+	assert.Equal(t, OutStale, sn.OutOfRotation(lookup(t, sn, "b")))
+	assert.True(t, lookup(t, sn, "hosted").Metrics().UpdateTime.IsZero(), "its load is not measured")
+
+	// Every scraped endpoint stale: hosted alone is fresh, no fail-open.
+	clock.Advance(time.Hour)
+	s.Flush()
+	sn = s.Snapshot()
+	assert.Equal(t, []string{"hosted"}, names(sn.Routable()))
+	assert.False(t, sn.RoutableFailOpen())
+	assert.Equal(t, 2, sn.StaleCount())
+
+	// a stops being scraped: its last metrics go, and a scrape begun
+	// before is dropped.
+	id := targetID(t, s, "a")
+	a := spec("a", "127.0.0.1", 1)
+	a.NoScrape = true
+	require.NoError(t, s.Upsert(a))
+	assert.False(t, s.ReportScrape(id, ScrapeResult{Metrics: scheduling.Metrics{WaitingQueueSize: 9}}))
+	s.Flush()
+	sn = s.Snapshot()
+	ea := lookup(t, sn, "a")
+	assert.Equal(t, scheduling.Metrics{}, *ea.Metrics(), "unmeasured, not the last scrape's values")
+	assert.Equal(t, "", sn.OutOfRotation(ea))
+	st, _ := s.ScrapeStatus("a")
+	assert.Equal(t, ScrapeStatus{Fresh: true}, st, "never scraped, and fresh")
+}
+
+func lookup(t *testing.T, sn *Snapshot, name string) *scheduling.Endpoint {
+	t.Helper()
+	e, ok := sn.Lookup(name)
+	require.True(t, ok, name)
+	return e
 }

@@ -29,7 +29,8 @@ const MaxModelsBytes = 256 << 10
 // as package yamldoc returns it (objects as map[string]any, numbers as
 // json.Number), strictly: every entry is an object with a name and
 // optionally aliases (a list of strings) and pricing ({input, output},
-// numbers in USD per 1M tokens); an unknown key (with a "did you mean"
+// numbers in USD per 1M tokens, both required; pricing: {} and pricing:
+// null mark the entry Unpriced); an unknown key (with a "did you mean"
 // hint) or a value of the wrong type is reported at its path under path
 // (`endpoints[0].models[1].pricing.input`). null is an empty list. It does
 // not run CheckModels (the spec's validation does); bad reports whether
@@ -100,14 +101,25 @@ func decodeModel(errs *ErrorList, path string, v any, m *scheduling.ModelEntry) 
 			return
 		}
 		unknownKeys(errs, path+".pricing", po, pricingFields)
+		hasIn, hasOut := po["input"] != nil, po["output"] != nil
+		if !hasIn && !hasOut {
+			m.Unpriced = true // pricing: {} is pricing: null
+			return
+		}
 		p := &scheduling.Price{}
 		price(errs, path+".pricing.input", po, "input", &p.Input)
 		price(errs, path+".pricing.output", po, "output", &p.Output)
+		for _, k := range pricingFields {
+			if po[k] == nil {
+				errs.Add(path+".pricing."+k, "required: a pricing gives both input and output (pricing: {} or null for no price)")
+			}
+		}
 		m.Pricing = p
 	}
 }
 
-// price decodes an optional number (absent or null is 0).
+// price decodes a number (absent or null leaves dst alone; decodeModel
+// reports a missing one).
 func price(errs *ErrorList, path string, obj map[string]any, key string, dst *float64) {
 	v, ok := obj[key]
 	if !ok || v == nil {

@@ -22,6 +22,10 @@ func TestParseModels(t *testing.T) {
 			want: []scheduling.ModelEntry{{Name: "a", Aliases: []string{"b"}, Pricing: &scheduling.Price{Input: 1, Output: 2.5}}, {Name: "c"}}},
 		{name: "json", data: `[{"name":"a","aliases":["b"]}]`, want: []scheduling.ModelEntry{{Name: "a", Aliases: []string{"b"}}}},
 		{name: "empty list", data: "[]", want: []scheduling.ModelEntry{}},
+		{name: "pricing {} is unpriced", data: `[{"name":"a","pricing":{}},{"name":"b","pricing":null}]`,
+			want: []scheduling.ModelEntry{{Name: "a", Unpriced: true}, {Name: "b", Unpriced: true}}},
+		{name: "partial pricing", data: `[{"name":"a","pricing":{"input":1}},{"name":"b","pricing":{"output":1}}]`, errs: []string{
+			"m[0].pricing.output: required", "m[1].pricing.input: required"}},
 		{name: "blank", data: " ", errs: []string{"m: empty; write [] to declare no model, or leave it out"}},
 		{name: "not yaml", data: "[", errs: []string{"m: not valid YAML"}},
 		{name: "object", data: "name: a", errs: []string{"m: expected a list of models"}},
@@ -59,6 +63,7 @@ func FuzzParseModels(f *testing.F) {
 		`[{"name":"a"},{"name":"b","aliases":["c","d"]}]`,
 		"[{name: a}, {name: a}]", "[", "a: 1", "[{pricing: [1]}]", "[1, null, {aliases: x}]",
 		"[{name: a, pricing: {input: .nan}}]", "",
+		"[{name: a, pricing: {}}, {name: b, pricing: {output: 1}}, {name: c, pricing: {input: null, output: null}}]",
 	} {
 		f.Add([]byte(s))
 	}

@@ -40,7 +40,11 @@ type Snapshot struct {
 	rotation         []rotation
 	routable         []*scheduling.Endpoint
 	routableFailOpen bool
-	ineligibleCount  int
+	// routableSkipsLoadUnknown: failing open, Routable left out the
+	// eligible endpoints whose load is unknown (rotStaleLoadUnknown)
+	// because others' load was readable.
+	routableSkipsLoadUnknown bool
+	ineligibleCount          int
 }
 
 // rotation is an endpoint's place in the rotation at publish.
@@ -51,6 +55,10 @@ const (
 	rotStale                       // eligible, metrics not fresh
 	rotUnhealthy                   // the active health check failed it
 	rotBreakerOpen                 // its circuit breaker is open
+	// eligible, metrics not fresh and its last scrape left the load
+	// unknown: routable only when failing open and every other stale
+	// eligible endpoint's load is unknown too
+	rotStaleLoadUnknown
 )
 
 // Reasons OutOfRotation gives (a closed set, used as label values and on
@@ -63,7 +71,9 @@ const (
 	// (scheduling.IneligibleBreakerOpen).
 	OutBreakerOpen = scheduling.IneligibleBreakerOpen
 	// OutStale: eligible, but its metrics are not fresh while another
-	// eligible endpoint's are.
+	// eligible endpoint's are; or, when none is fresh, its last scrape
+	// left its load unknown while another eligible endpoint's load is
+	// readable (ScrapeStatus.LoadUnknown).
 	OutStale = "stale"
 	// OutNotInPool: the snapshot does not hold the endpoint.
 	OutNotInPool = "not_in_pool"
@@ -129,14 +139,18 @@ func (sn *Snapshot) FailOpen() bool { return sn.failOpen }
 // Eligible: not failed by the active health check, circuit breaker not
 // open) whose metrics were fresh. If some endpoint is eligible but none
 // of the eligible ones is fresh, it returns every eligible endpoint
-// (fail-open on freshness, RoutableFailOpen reports it). Fail-open never
+// (fail-open on freshness, RoutableFailOpen reports it), leaving out, as
+// Ready does, those whose last scrape left their load unknown unless
+// every eligible endpoint's load is unknown (their last metrics would
+// make them look idle; OutOfRotation reports them OutStale). Fail-open never
 // re-admits an ineligible endpoint: if none is eligible, nothing is
 // routable and Routable is empty. The request path reads this slice; it
 // is computed once per publish. Read-only.
 func (sn *Snapshot) Routable() []*scheduling.Endpoint { return sn.routable }
 
 // RoutableFailOpen reports whether Routable holds eligible endpoints with
-// stale metrics because no eligible endpoint had fresh ones.
+// stale metrics because no eligible endpoint had fresh ones (it may then
+// leave out the load-unknown ones, see Routable).
 func (sn *Snapshot) RoutableFailOpen() bool { return sn.routableFailOpen }
 
 // IneligibleCount returns the number of endpoints out of rotation for
@@ -163,6 +177,11 @@ func (sn *Snapshot) OutOfRotation(e *scheduling.Endpoint) string {
 		return OutBreakerOpen
 	case rotStale:
 		if sn.routableFailOpen {
+			return ""
+		}
+		return OutStale
+	case rotStaleLoadUnknown:
+		if sn.routableFailOpen && !sn.routableSkipsLoadUnknown {
 			return ""
 		}
 		return OutStale

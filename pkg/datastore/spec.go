@@ -85,6 +85,13 @@ type EndpointSpec struct {
 	// (caller-scope-filter's internalCallers). Published as
 	// scheduling.InternalKey.
 	Internal bool
+	// NoScrape says the endpoint has no metrics to read (the endpoints
+	// file's scrape: false, the switchyard.ai/scrape: "false" pod
+	// annotation). It is not scraped and counts as fresh for Ready and
+	// Routable (it has no metrics to be stale); its load is not measured:
+	// its scheduling.Metrics stay zero with a zero UpdateTime, which
+	// plugins read as "never measured", not as an idle server.
+	NoScrape bool
 }
 
 // HostPort returns the address the gateway routes to, formatted by
@@ -460,14 +467,16 @@ func normalize(s EndpointSpec) EndpointSpec {
 }
 
 // cloneModels deep-copies model declarations (nil for none), so that the
-// store's copy, which it publishes, never changes under plugins.
+// store's copy, which it publishes, never changes under plugins. Every
+// field is copied: a field left out (as Unpriced once was) silently
+// never reaches the plugins that read it.
 func cloneModels(in []scheduling.ModelEntry) []scheduling.ModelEntry {
 	if len(in) == 0 {
 		return nil
 	}
 	out := make([]scheduling.ModelEntry, len(in))
 	for i, m := range in {
-		out[i] = scheduling.ModelEntry{Name: m.Name, Aliases: slices.Clone(m.Aliases)}
+		out[i] = scheduling.ModelEntry{Name: m.Name, Aliases: slices.Clone(m.Aliases), Unpriced: m.Unpriced}
 		if m.Pricing != nil {
 			p := *m.Pricing
 			out[i].Pricing = &p
@@ -479,7 +488,7 @@ func cloneModels(in []scheduling.ModelEntry) []scheduling.ModelEntry {
 // sameModels reports whether two model declarations are equal.
 func sameModels(a, b []scheduling.ModelEntry) bool {
 	return slices.EqualFunc(a, b, func(x, y scheduling.ModelEntry) bool {
-		if x.Name != y.Name || !slices.Equal(x.Aliases, y.Aliases) || (x.Pricing == nil) != (y.Pricing == nil) {
+		if x.Name != y.Name || x.Unpriced != y.Unpriced || !slices.Equal(x.Aliases, y.Aliases) || (x.Pricing == nil) != (y.Pricing == nil) {
 			return false
 		}
 		return x.Pricing == nil || *x.Pricing == *y.Pricing
@@ -491,6 +500,6 @@ func sameSpec(a, b *EndpointSpec) bool {
 	return a.Name == b.Name && a.Namespace == b.Namespace && a.Site == b.Site && a.PodName == b.PodName &&
 		a.Address == b.Address && a.Port == b.Port && a.Weight == b.Weight &&
 		a.MetricsPort == b.MetricsPort && a.MetricsPath == b.MetricsPath &&
-		a.Engine == b.Engine && a.Internal == b.Internal && maps.Equal(a.Labels, b.Labels) &&
+		a.Engine == b.Engine && a.Internal == b.Internal && a.NoScrape == b.NoScrape && maps.Equal(a.Labels, b.Labels) &&
 		sameModels(a.Models, b.Models)
 }

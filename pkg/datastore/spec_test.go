@@ -2,11 +2,14 @@ package datastore
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
 func validSpec() EndpointSpec {
@@ -113,4 +116,46 @@ func TestNormalize(t *testing.T) {
 	assert.Equal(t, "127.0.0.1:9090", sp.MetricsHostPort())
 	sp.MetricsPort = 0
 	assert.Equal(t, "127.0.0.1:80", sp.MetricsHostPort())
+}
+
+// TestCloneModelsEveryField guards cloneModels and sameModels against a
+// field added to scheduling.ModelEntry and forgotten there: an entry with
+// every field set clones to an equal entry, and changing any one field
+// makes the declarations differ.
+func TestCloneModelsEveryField(t *testing.T) {
+	full := scheduling.ModelEntry{Name: "m", Aliases: []string{"a"}, Pricing: &scheduling.Price{Input: 1, Output: 2}, Unpriced: true}
+	v := reflect.ValueOf(full)
+	for i := range v.NumField() {
+		require.False(t, v.Field(i).IsZero(), "set ModelEntry.%s in this test", v.Type().Field(i).Name)
+	}
+	in := []scheduling.ModelEntry{full}
+	out := cloneModels(in)
+	assert.Equal(t, in, out)
+	assert.True(t, sameModels(in, out))
+	assert.NotSame(t, in[0].Pricing, out[0].Pricing, "a deep copy")
+	for i := range v.NumField() {
+		changed := cloneModels(in)
+		f := reflect.ValueOf(&changed[0]).Elem().Field(i)
+		f.Set(reflect.Zero(f.Type()))
+		assert.False(t, sameModels(in, changed), "a change of ModelEntry.%s is a change", v.Type().Field(i).Name)
+	}
+}
+
+// TestSameSpecEveryField guards sameSpec against a field added to
+// EndpointSpec and forgotten there (a change of it would not publish).
+func TestSameSpecEveryField(t *testing.T) {
+	full := EndpointSpec{Name: "a", Namespace: "ns", PodName: "p", Address: "127.0.0.1", Port: 1, Labels: map[string]string{"k": "v"},
+		Weight: 2, MetricsPort: 3, MetricsPath: "/m", Engine: "vllm", Models: []scheduling.ModelEntry{{Name: "m"}}, Internal: true, NoScrape: true}
+	v := reflect.ValueOf(full)
+	for i := range v.NumField() {
+		require.False(t, v.Field(i).IsZero(), "set EndpointSpec.%s in this test", v.Type().Field(i).Name)
+	}
+	same := full
+	assert.True(t, sameSpec(&full, &same))
+	for i := range v.NumField() {
+		changed := full
+		f := reflect.ValueOf(&changed).Elem().Field(i)
+		f.Set(reflect.Zero(f.Type()))
+		assert.False(t, sameSpec(&full, &changed), "a change of EndpointSpec.%s is a change", v.Type().Field(i).Name)
+	}
 }

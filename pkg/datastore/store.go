@@ -355,13 +355,16 @@ func (s *Store) Changed() <-chan struct{} {
 	return s.changed
 }
 
-// Targets returns the endpoints to scrape, sorted by name, and the channel
-// that is closed when they change.
+// Targets returns the endpoints to scrape (all but the NoScrape ones),
+// sorted by name, and the channel that is closed when they change.
 func (s *Store) Targets() ([]ScrapeTarget, <-chan struct{}) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]ScrapeTarget, 0, len(s.entries))
 	for _, e := range s.sortedLocked() {
+		if e.spec.NoScrape {
+			continue
+		}
 		out = append(out, ScrapeTarget{ID: e.id, Key: e.key, Spec: e.spec})
 	}
 	return out, s.changed
@@ -397,12 +400,14 @@ func (s *Store) ScrapeStatuses() map[string]ScrapeStatus {
 
 // ReportScrape records the result of scraping the endpoint with this
 // target ID. It reports false (and records nothing) when that endpoint is
-// gone or its identity changed. The result reaches the published snapshot
+// gone, its identity changed or it is no longer scraped
+// (EndpointSpec.NoScrape). The result reaches the published snapshot
 // at the next Flush; RunPublisher flushes promptly.
 func (s *Store) ReportScrape(id uint64, r ScrapeResult) bool {
 	s.mu.Lock()
 	e := s.byID[id]
-	if e == nil {
+	if e == nil || e.spec.NoScrape {
+		// Gone, or no longer scraped (a scrape begun before).
 		s.mu.Unlock()
 		return false
 	}
@@ -532,6 +537,12 @@ func (s *Store) putLocked(sp *EndpointSpec) (removed []string, changed bool) {
 		}
 		if old.key == sp.Key() && old.hostPort == sp.HostPort() {
 			// Same identity: keep metrics, status and stats.
+			if sp.NoScrape && !old.spec.NoScrape {
+				// No longer scraped: its load is not measured, and
+				// the last scrape's metrics would not age.
+				old.metrics = scheduling.Metrics{}
+				old.status = ScrapeStatus{}
+			}
 			old.spec = *sp
 			old.meta = metadata(sp)
 			old.attrs = makeAttrs(sp, old.stats, old.health, engineOf(sp, old.status.Engine))
@@ -655,9 +666,10 @@ func (s *Store) sortedLocked() []*entry {
 	return s.order
 }
 
-// freshLocked reports whether e's metrics are fresh at now.
+// freshLocked reports whether e's metrics are fresh at now. An endpoint
+// that is not scraped (EndpointSpec.NoScrape) has none to be stale.
 func (s *Store) freshLocked(e *entry, now time.Time) bool {
-	if !s.scraping {
+	if !s.scraping || e.spec.NoScrape {
 		return true
 	}
 	st := &e.status
@@ -695,12 +707,13 @@ func (s *Store) publishLocked(now time.Time) {
 		stale:       make([]bool, n),
 		rotation:    make([]rotation, n),
 	}
-	fresh, eligible, eligibleFresh := 0, 0, 0
+	fresh, eligible, eligibleFresh, eligibleLoadUnknown := 0, 0, 0, 0
 	for i, e := range order {
 		if e.ep == nil {
 			e.ep = scheduling.NewEndpoint(e.meta, e.metrics, e.attrs)
 		}
-		if s.scraping && e.status.LoadUnknown != "" {
+		loadUnknown := s.scraping && !e.spec.NoScrape && e.status.LoadUnknown != ""
+		if loadUnknown {
 			sn.loadUnknownCount++
 		}
 		e.fresh = s.freshLocked(e, now)
@@ -721,6 +734,10 @@ func (s *Store) publishLocked(now time.Time) {
 		case e.fresh:
 			eligible++
 			eligibleFresh++
+		case loadUnknown:
+			eligible++
+			eligibleLoadUnknown++
+			sn.rotation[i] = rotStaleLoadUnknown
 		default:
 			eligible++
 			sn.rotation[i] = rotStale // routable only when failing open
@@ -740,15 +757,29 @@ func (s *Store) publishLocked(now time.Time) {
 				sn.routable = append(sn.routable, ep)
 			}
 		}
+	case eligibleLoadUnknown > 0 && eligibleLoadUnknown < eligible:
+		// Fail-open on freshness, among the eligible whose load is
+		// readable: as in Ready, the last metrics of a load-unknown
+		// endpoint (zeros, if it never had a good scrape) would make it
+		// look idle and win every pick.
+		sn.routableFailOpen = true
+		sn.routableSkipsLoadUnknown = true
+		sn.routable = make([]*scheduling.Endpoint, 0, eligible-eligibleLoadUnknown)
+		for i, ep := range sn.all {
+			if sn.rotation[i] == rotStale {
+				sn.routable = append(sn.routable, ep)
+			}
+		}
 	default:
-		// Fail-open on freshness, among the eligible only.
+		// Fail-open on freshness, among the eligible only (every one of
+		// them, when all of their loads are unknown).
 		sn.routableFailOpen = true
 		if eligible == n {
 			sn.routable = sn.all
 		} else {
 			sn.routable = make([]*scheduling.Endpoint, 0, eligible)
 			for i, ep := range sn.all {
-				if sn.rotation[i] == rotStale {
+				if r := sn.rotation[i]; r == rotStale || r == rotStaleLoadUnknown {
 					sn.routable = append(sn.routable, ep)
 				}
 			}

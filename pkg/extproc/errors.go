@@ -40,6 +40,12 @@ const (
 	// ReasonCallerNotAllowed: caller-scope-filter, 403, a caller left with
 	// no endpoint it may use.
 	ReasonCallerNotAllowed = "caller_not_allowed"
+	// ReasonModelUnavailable: served-model-filter, 503, a model the pool
+	// serves but none of whose endpoints is in rotation now.
+	ReasonModelUnavailable = "model_unavailable"
+	// ReasonScopeUnavailable: caller-scope-filter, 503, a caller whose
+	// allowed endpoints are all out of rotation now.
+	ReasonScopeUnavailable = "scope_unavailable"
 )
 
 // openAIType is the OpenAI error type of the reasons whose body carries
@@ -50,6 +56,8 @@ func openAIType(reason string) (string, bool) {
 		return "invalid_request_error", true
 	case ReasonCallerNotAllowed:
 		return "permission_error", true
+	case ReasonModelUnavailable, ReasonScopeUnavailable:
+		return "server_error", true
 	}
 	return "", false
 }

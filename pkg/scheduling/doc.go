@@ -59,6 +59,15 @@
 // with the name then stay, since the successor resolved the same
 // children; otherwise the plugin deletes them.
 //
+// A plugin with background work implements Runner: the host calls Run,
+// with a RunEnv over the whole pool, once the configuration that holds it
+// serves, and ends it before Close. A plugin that only needs to see the
+// whole pool beside a request's candidates (an Admitter that tells "not
+// served here" from "not available now") embeds PoolWatcher, which makes
+// it a Runner that keeps the RunEnv. Host settings plugins adapt to (the
+// metrics scrape interval, ScrapeIntervalOf) come with the Handle
+// (HandleOptions, HostSettings).
+//
 // Requests that started on the old configuration finish on it, so they
 // may call an instance during and after Close: it must stay safe (no
 // panic, no blocking, no leak) and should stop growing state and updating

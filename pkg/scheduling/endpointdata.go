@@ -265,6 +265,12 @@ type PickInfo struct {
 	TotalWeight float64
 	// Scorers is the number of scorers that ran.
 	Scorers int
+	// FallbacksOnly says the primary endpoint is already chosen (the
+	// strategy-picker's scorers decided) and the picker is asked only for
+	// its order of the fallbacks (maxNumOfEndpoints > 1). Such a call is
+	// not a pick: the picker must not record it (advance a rotation,
+	// count a decision or a backend, feed a statistic).
+	FallbacksOnly bool
 }
 
 // ProfilePicker is a Picker that wants to know about the profile it picks
@@ -312,11 +318,43 @@ type RunEnv interface {
 }
 
 // Runner is implemented by plugins with background work (active health
-// checks). The host calls Run once per instance, on a goroutine it owns,
-// after the configuration that holds the instance starts serving (never
-// while only validating a configuration); ctx ends when the instance is
-// closed or the host stops, and Run must return soon after.
+// checks) and by plugins that read the whole pool (see PoolWatcher). The
+// host calls Run once per instance, on a goroutine it owns, after the
+// configuration that holds the instance starts serving (never while only
+// validating a configuration); ctx ends when the instance is closed or
+// the host stops, and Run must return soon after.
 type Runner interface {
 	Plugin
 	Run(ctx context.Context, env RunEnv)
+}
+
+// PoolWatcher gives a plugin that only answers requests (an Admitter)
+// the whole pool, which its candidates are a part of: embed it, and the
+// plugin is a Runner whose Run keeps the host's RunEnv until ctx ends.
+// The zero value is ready; it is safe for concurrent use and starts no
+// goroutine.
+type PoolWatcher struct {
+	env atomic.Pointer[runEnvBox]
+}
+
+type runEnvBox struct{ env RunEnv }
+
+// Run keeps env until ctx ends (a scheduling.Runner's Run).
+func (w *PoolWatcher) Run(ctx context.Context, env RunEnv) {
+	box := &runEnvBox{env: env}
+	w.env.Store(box)
+	<-ctx.Done()
+	w.env.CompareAndSwap(box, nil)
+}
+
+// Pool returns every endpoint of the pool as last published (eligible or
+// not) and true, or nil and false while the host does not run the plugin
+// (a configuration only validated, the moment before Run, a unit test
+// without a host). Read-only; no allocation.
+func (w *PoolWatcher) Pool() ([]*Endpoint, bool) {
+	box := w.env.Load()
+	if box == nil {
+		return nil, false
+	}
+	return box.env.Endpoints(), true
 }

@@ -138,3 +138,37 @@ func TestProfilePickerGetsInfo(t *testing.T) {
 		t.Fatalf("info = %+v", pk.got)
 	}
 }
+
+// TestPoolWatcher: the pool is seen while Run runs, not before nor after.
+func TestPoolWatcher(t *testing.T) {
+	var w PoolWatcher
+	if _, ok := w.Pool(); ok {
+		t.Fatal("a pool before Run")
+	}
+	pool := []*Endpoint{NewEndpoint(EndpointMetadata{Name: "a", Address: "127.0.0.1", Port: 1}, Metrics{}, nil)}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		w.Run(ctx, staticEnv(pool))
+	}()
+	for {
+		if got, ok := w.Pool(); ok {
+			if len(got) != 1 || got[0] != pool[0] {
+				t.Fatalf("Pool = %v", got)
+			}
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	if _, ok := w.Pool(); ok {
+		t.Error("a pool after Run returned")
+	}
+}
+
+type staticEnv []*Endpoint
+
+func (e staticEnv) Endpoints() []*Endpoint   { return e }
+func (e staticEnv) Changed() <-chan struct{} { return nil }

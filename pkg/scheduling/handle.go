@@ -5,6 +5,7 @@ import (
 	"hash/fnv"
 	"math/rand/v2"
 	"sync"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -44,6 +45,27 @@ type HandleOptions struct {
 	// APIVersion is the apiVersion of the configuration the plugins come
 	// from, for plugins whose GIE and llm-d versions behave differently.
 	APIVersion string
+	// ScrapeInterval is the host's model-server metrics scrape interval
+	// (epp serve's --refresh-metrics-interval), for plugins that judge
+	// the age of scraped metrics; 0 when the host does not say.
+	ScrapeInterval time.Duration
+}
+
+// HostSettings is implemented by handles that pass on host settings
+// plugins adapt to (BasicHandle and the handles built on it do).
+type HostSettings interface {
+	// ScrapeInterval is HandleOptions.ScrapeInterval: the host's metrics
+	// scrape interval, 0 when unknown.
+	ScrapeInterval() time.Duration
+}
+
+// ScrapeIntervalOf returns the host's metrics scrape interval as h knows
+// it (HostSettings), 0 when it does not.
+func ScrapeIntervalOf(h Handle) time.Duration {
+	if hs, ok := h.(HostSettings); ok {
+		return hs.ScrapeInterval()
+	}
+	return 0
 }
 
 // APIVersionLLMD is the apiVersion of llm-d router configurations.
@@ -62,6 +84,7 @@ type BasicHandle struct {
 	reg     prometheus.Registerer
 	seed    uint64
 	apiVer  string
+	scrape  time.Duration
 	mu      sync.RWMutex
 	plugins map[string]Plugin
 	params  map[string]any
@@ -69,7 +92,7 @@ type BasicHandle struct {
 
 // NewHandle returns a Handle.
 func NewHandle(opts HandleOptions) *BasicHandle {
-	h := &BasicHandle{ctx: opts.Context, logger: opts.Logger, reg: opts.Registerer, seed: opts.Seed, apiVer: opts.APIVersion, plugins: map[string]Plugin{}, params: map[string]any{}}
+	h := &BasicHandle{ctx: opts.Context, logger: opts.Logger, reg: opts.Registerer, seed: opts.Seed, apiVer: opts.APIVersion, scrape: max(opts.ScrapeInterval, 0), plugins: map[string]Plugin{}, params: map[string]any{}}
 	if h.ctx == nil {
 		h.ctx = context.Background()
 	}
@@ -136,3 +159,6 @@ func (h *BasicHandle) Params(name string) (any, bool) {
 
 // APIVersion implements ConfigDialect.
 func (h *BasicHandle) APIVersion() string { return h.apiVer }
+
+// ScrapeInterval implements HostSettings.
+func (h *BasicHandle) ScrapeInterval() time.Duration { return h.scrape }

@@ -47,7 +47,10 @@ type Metrics struct {
 	CacheBlockSize int
 	// CacheNumBlocks is the number of KV cache blocks on the GPU (0 if unknown).
 	CacheNumBlocks int
-	// UpdateTime is when these metrics were scraped.
+	// UpdateTime is when these metrics were scraped. Zero means they were
+	// never measured (not scraped yet, or an endpoint that is not scraped
+	// at all): the counts above are then zeros that say nothing, and a
+	// plugin must not read them as an idle server.
 	UpdateTime time.Time
 }
 

@@ -27,7 +27,9 @@
 // # Background plugins (Runners)
 //
 // Plugins with background work implement scheduling.Runner (the
-// active-health-check plugin). Run starts each Runner instance of the
+// active-health-check plugin; the circuit-breaker, served-model-filter
+// and caller-scope-filter, which watch the whole pool through
+// scheduling.PoolWatcher). Run starts each Runner instance of the
 // serving configuration on a goroutine of its own, with a RunEnv over the
 // datastore (Endpoints: Snapshot().All(), Changed: Store.Changed()), once
 // the server runs: New, and so `epp validate`, starts none. When a reload

@@ -44,7 +44,7 @@ func rotationState(sn *datastore.Snapshot, e *scheduling.Endpoint, now time.Time
 var (
 	descEndpointHealth = prometheus.NewDesc("switchyard_endpoint_health",
 		"Rotation state of each endpoint (1 for its current state): routable, half_open (circuit breaker admitting trial requests), "+
-			"stale (metrics not fresh while other endpoints' are), unhealthy (failed its active health checks), breaker_open. "+
+			"stale (metrics not fresh while other endpoints' are, or load unknown while another eligible endpoint's is readable), unhealthy (failed its active health checks), breaker_open. "+
 			"At most 1000 endpoints, in name order; switchyard_endpoints counts them all.",
 		[]string{"endpoint", "state"}, nil)
 	descEndpoints = prometheus.NewDesc("switchyard_endpoints",

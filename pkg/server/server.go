@@ -394,6 +394,7 @@ func (s *Server) load(prev *generation) (*generation, error) {
 		Seed:       s.cfg.Seed,
 
 		SelectionStrategy: s.cfg.SelectionStrategy,
+		ScrapeInterval:    s.cfg.RefreshMetricsInterval,
 	}
 	if prev != nil {
 		opts.Previous = prev.loaded

@@ -2,12 +2,17 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard-ai/switchyard/pkg/scheduling/strategies"
 )
 
 // A profile without scorers: with --selection-strategy the strategy
@@ -38,6 +43,8 @@ func TestStrategiesThroughTheGateway(t *testing.T) {
 		// prompt builds request i's body.
 		prompt func(i int) (path, body string)
 		check  func(t *testing.T, bySim map[string]int, groups map[int]map[string]int)
+		// metrics checks the EPP's metrics after the requests.
+		metrics func(t *testing.T, c *cluster)
 	}{
 		{strategy: "RoundRobin", check: func(t *testing.T, bySim map[string]int, _ map[int]map[string]int) {
 			requireEven(t, bySim, 4, n)
@@ -80,6 +87,16 @@ func TestStrategiesThroughTheGateway(t *testing.T) {
 			// Idle engines are inside the deadband: the base strategy
 			// (RoundRobin) decides.
 			requireEven(t, bySim, 4, n)
+		}, metrics: func(t *testing.T, c *cluster) {
+			// ... and the picker says so: every pick held by the deadband
+			// (strategy_hysteresis_hold), none ranked by engine load. A
+			// scrape late on a loaded machine makes a pick a stale
+			// fallback instead (also the base strategy), never a rank.
+			byReason := seriesByLabel(t, c, "routing_engine_load_decisions_total", "reason")
+			t.Logf("engine-load decisions by reason: %v", byReason)
+			require.Zero(t, byReason["strategy_engine_load"], "%v", byReason)
+			require.Equal(t, float64(n), byReason["strategy_hysteresis_hold"]+byReason["strategy_stale_fallback"], "%v", byReason)
+			require.GreaterOrEqual(t, byReason["strategy_hysteresis_hold"], float64(n/2), "the deadband holds: %v", byReason)
 		}},
 		{strategy: "LeastBusy", check: func(t *testing.T, bySim map[string]int, _ map[int]map[string]int) {
 			// All idle: ties take turns.
@@ -114,9 +131,45 @@ func TestStrategiesThroughTheGateway(t *testing.T) {
 			m, err := scrapeWithToken(context.Background(), c.metrics+"/metrics", c.token)
 			require.NoError(t, err)
 			require.NotNil(t, m["switchyard_strategy_decisions_total"], "the strategy picker counts its decisions")
-			require.Contains(t, strings.Join(c.epp.lines(), "\n"), "strategy", "the override is logged")
+			// The override is logged with its exact wording: the flag's
+			// choice, and the loader's replacement of the profile's picker.
+			canonical, _, err := strategies.Parse(tc.strategy)
+			require.NoError(t, err)
+			log := strings.Join(c.epp.lines(), "\n")
+			require.Contains(t, log, `"msg":"Selection strategy chosen outside the configuration","strategy":"`+canonical+`","from":"--selection-strategy"`)
+			note, err := json.Marshal(fmt.Sprintf(`schedulingProfiles[0] "default": its picker max-score-picker is replaced by the strategy-picker "strategy-picker" with strategy %s (chosen by --selection-strategy or %s) and maxNumOfEndpoints 1; the profile's scorers decide first when one endpoint scores clearly highest`, canonical, strategies.EnvVar))
+			require.NoError(t, err)
+			require.Contains(t, log, `"msg":"Selection strategy override","note":`+string(note))
+			if tc.metrics != nil {
+				tc.metrics(t, c)
+			}
 		})
 	}
+}
+
+// seriesByLabel returns a counter family's values by one label's value,
+// scraped from the EPP.
+func seriesByLabel(t *testing.T, c *cluster, family, label string) map[string]float64 {
+	t.Helper()
+	req, err := http.NewRequestWithContext(context.Background(), http.MethodGet, c.metrics+"/metrics", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	require.NoError(t, err)
+	out := map[string]float64{}
+	for _, m := range fams[family].GetMetric() {
+		for _, l := range m.GetLabel() {
+			if l.GetName() == label {
+				out[l.GetValue()] += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return out
 }
 
 // requireEven checks that k endpoints shared n requests evenly (±1).

@@ -20,10 +20,13 @@
 //	  engine: vllm             # optional; absent = chosen from labels by the
 //	                           #   core-metrics-extractor (engine label, default engine)
 //	  internal: false          # optional; true = only for caller-scope-filter's internalCallers
+//	  scrape: true             # optional, default true; false = no metrics to read: never
+//	                           #   scraped, always fresh, its load not measured
 //	  models:                  # optional; absent or [] = serves every model
 //	  - name: meta-llama/Llama-3.1-8B-Instruct  # required: the served name
 //	    aliases: [llama-8b]    # optional: names that resolve to it here
-//	    pricing: {input: 0.15, output: 0.6}     # optional: USD per 1M tokens
+//	    pricing: {input: 0.15, output: 0.6}     # optional: USD per 1M tokens, both required;
+//	                           #   null or {} = unpriced (shadows the catalog)
 //
 // `endpoints: []` is an empty pool. Decoding is strict: unknown keys (with a
 // "did you mean" hint), repeated keys, wrong types (e.g. an unquoted label

@@ -24,6 +24,8 @@ func FuzzEndpointsFile(f *testing.F) {
 		"endpoints: [a, null, 3, {labels: [1]}]\n",
 		"endpoints:\n- name: a\n  address: 127.0.0.1\n  port: 1\n  internal: true\n  models:\n  - {name: m, aliases: [x, y], pricing: {input: 0.1, output: 0.2}}\n  - {name: n}\n",
 		"endpoints:\n- {name: a, address: 127.0.0.1, port: 1, models: [{name: m, aliases: [m]}, {aliases: [1], pricing: {input: -1, x: 1}}, q], internal: 1}\n",
+		"endpoints:\n- {name: a, address: 127.0.0.1, port: 1, models: [{name: m, pricing: {}}, {name: o, pricing: {input: 1}}, {name: p, pricing: {output: null}}]}\n",
+		"endpoints:\n- {name: a, address: 127.0.0.1, port: 1, scrape: false}\n- {name: b, address: 127.0.0.1, port: 2, scrape: 0}\n",
 	} {
 		f.Add([]byte(s))
 	}

@@ -14,7 +14,7 @@ import (
 
 // Field names of an endpoint entry, in the order the documentation lists
 // them.
-var entryFields = []string{"name", "namespace", "podName", "address", "port", "labels", "weight", "metricsPort", "metricsPath", "engine", "models", "internal"}
+var entryFields = []string{"name", "namespace", "podName", "address", "port", "labels", "weight", "metricsPort", "metricsPath", "engine", "models", "internal", "scrape"}
 
 // Parse decodes and validates an endpoints file (YAML or JSON). Decoding
 // is strict: an unknown or repeated key, a value of the wrong type, or a
@@ -206,6 +206,9 @@ func (d decoder) entry(path string, v any, sp *datastore.EndpointSpec) {
 		d.fail(path+".weight", "must be 1..%d, got 0 (leave it out for the default 1; remove the endpoint to stop sending it requests)", datastore.MaxWeight)
 	}
 	d.bool(path+".internal", obj, "internal", &sp.Internal)
+	scrape := true
+	d.bool(path+".scrape", obj, "scrape", &scrape)
+	sp.NoScrape = !scrape
 	if raw, ok := obj["models"]; ok {
 		models, bad := datastore.DecodeModels(d.errs, path+".models", raw)
 		if bad {

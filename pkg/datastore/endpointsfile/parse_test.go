@@ -59,19 +59,23 @@ endpoints:
     aliases: [llama, llama-8b]
     pricing: {input: 0.15, output: 0.6}
   - name: mistral
-    pricing: {output: 1}
+    pricing: {}
   - {name: qwen, aliases: null, pricing: null}
+  - {name: phi, pricing: {input: null, output: null}}
 - {name: b, address: 127.0.0.1, port: 2, internal: false, models: []}
 `,
 			want: []datastore.EndpointSpec{
 				{Name: "a", Address: "127.0.0.1", Port: 1, Internal: true, Models: []scheduling.ModelEntry{
 					{Name: "meta-llama/Llama-3.1-8B-Instruct", Aliases: []string{"llama", "llama-8b"}, Pricing: &scheduling.Price{Input: 0.15, Output: 0.6}},
-					{Name: "mistral", Pricing: &scheduling.Price{Output: 1}},
+					{Name: "mistral", Unpriced: true}, // pricing: {} is pricing: null
 					{Name: "qwen", Unpriced: true},
+					{Name: "phi", Unpriced: true},
 				}},
 				{Name: "b", Address: "127.0.0.1", Port: 2, Models: []scheduling.ModelEntry{}},
 			},
 		},
+		{name: "scrape", data: "endpoints:\n- {name: a, address: 127.0.0.1, port: 1, scrape: false}\n- {name: b, address: 127.0.0.1, port: 2, scrape: true}\n- {name: c, address: 127.0.0.1, port: 3, scrape: null}\n",
+			want: []datastore.EndpointSpec{{Name: "a", Address: "127.0.0.1", Port: 1, NoScrape: true}, {Name: "b", Address: "127.0.0.1", Port: 2}, {Name: "c", Address: "127.0.0.1", Port: 3}}},
 		{name: "null fields are absent", data: "endpoints:\n- {name: a, address: 127.0.0.1, port: 1, labels: null, weight: null}\n", want: []datastore.EndpointSpec{{Name: "a", Address: "127.0.0.1", Port: 1}}},
 	}
 	for _, tt := range tests {
@@ -108,7 +112,10 @@ func TestParseErrors(t *testing.T) {
 		{"item not an object", "endpoints: [a, {name: b, address: 127.0.0.1, port: 1}]\n", []string{"endpoints[0]: expected an object, got a string"}},
 		{"unknown fields", "endpoints:\n- {name: a, address: 127.0.0.1, port: 1, prot: 2, zzz: 1}\n", []string{
 			`endpoints[0].prot: unknown field "prot" (did you mean "port"?)`,
-			`endpoints[0].zzz: unknown field "zzz" (allowed: name, namespace, podName, address, port, labels, weight, metricsPort, metricsPath, engine, models, internal)`,
+			`endpoints[0].zzz: unknown field "zzz" (allowed: name, namespace, podName, address, port, labels, weight, metricsPort, metricsPath, engine, models, internal, scrape)`,
+		}},
+		{"scrape not a boolean", "endpoints:\n- {name: a, address: 127.0.0.1, port: 1, scrape: \"no\"}\n", []string{
+			"endpoints[0].scrape: expected true or false, got a string",
 		}},
 		{"model types", `endpoints:
 - name: a
@@ -128,6 +135,7 @@ func TestParseErrors(t *testing.T) {
 			"endpoints[0].models[1].aliases[0]: expected a string, got a number",
 			`endpoints[0].models[1].pricing.outptu: unknown field "outptu" (did you mean "output"?)`,
 			"endpoints[0].models[1].pricing.input: expected a number (USD per 1M tokens), got a string",
+			"endpoints[0].models[1].pricing.output: required: a pricing gives both input and output (pricing: {} or null for no price)",
 			"endpoints[0].models[2].name: expected a string, got a number",
 			"endpoints[0].models[2].aliases: expected a list of strings, got a string",
 			"endpoints[0].models[2].pricing: expected an object {input, output} in USD per 1M tokens, got a list",
@@ -139,11 +147,24 @@ func TestParseErrors(t *testing.T) {
   port: 1
   models:
   - {name: llama, aliases: [l]}
-  - {name: mistral, aliases: [l, ""], pricing: {input: -1}}
+  - {name: mistral, aliases: [l, ""], pricing: {input: -1, output: 1}}
 `, []string{
 			`endpoints[0].models[1].aliases[0]: "l" is also declared at endpoints[0].models[0].aliases[0]; a name or alias may appear once per endpoint`,
 			"endpoints[0].models[1].aliases[1]: must not be empty",
 			"endpoints[0].models[1].pricing.input: must be a number of USD per 1M tokens in 0..1000000, got -1",
+		}},
+		{"partial pricing", `endpoints:
+- {name: a, address: 127.0.0.1, port: 1, models: [{name: m, pricing: {input: 1, output: 2}}]}
+- {name: b, address: 127.0.0.1, port: 2, models: [{name: m, pricing: {input: 1, output: 2}}]}
+- name: c
+  address: 127.0.0.1
+  port: 3
+  models:
+  - {name: m, pricing: {input: 1}}
+  - {name: q, pricing: {input: null, output: 0.5}}
+`, []string{
+			"endpoints[2].models[0].pricing.output: required: a pricing gives both input and output (pricing: {} or null for no price)",
+			"endpoints[2].models[1].pricing.input: required: a pricing gives both input and output (pricing: {} or null for no price)",
 		}},
 		{"types", `endpoints:
 - name: 5

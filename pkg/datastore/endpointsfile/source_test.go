@@ -126,6 +126,33 @@ func TestLoad(t *testing.T) {
 	assert.Equal(t, 0.0, f.reloads(ResultFailure))
 }
 
+// TestLoadNoScrape: an endpoint with scrape: false reaches the store as
+// one that is not scraped and never stale, and a reload that turns its
+// scraping on makes it a scrape target again.
+func TestLoadNoScrape(t *testing.T) {
+	f := newFixture(t, "endpoints:\n- {name: a, address: 127.0.0.1, port: 8001}\n- {name: hosted, address: 127.0.0.1, port: 8002, scrape: false}\n")
+	f.store.SetScrapingEnabled(true)
+	require.NoError(t, f.src.Load())
+	targets := func() []string {
+		ts, _ := f.store.Targets()
+		var out []string
+		for _, tg := range ts {
+			out = append(out, tg.Spec.Name)
+		}
+		return out
+	}
+	assert.Equal(t, []string{"a"}, targets())
+	sn := f.store.Snapshot()
+	var ready []string
+	for _, e := range sn.Routable() {
+		ready = append(ready, e.Name())
+	}
+	assert.Equal(t, []string{"hosted"}, ready, "a is stale until scraped; hosted is never stale")
+	f.run(t)
+	writeAtomic(t, f.path, "endpoints:\n- {name: a, address: 127.0.0.1, port: 8001}\n- {name: hosted, address: 127.0.0.1, port: 8002, scrape: true}\n")
+	require.Eventually(t, func() bool { return slices.Equal(targets(), []string{"a", "hosted"}) }, pickup, 10*time.Millisecond)
+}
+
 func TestLoadErrors(t *testing.T) {
 	f := newFixture(t, "")
 	err := f.src.Load()

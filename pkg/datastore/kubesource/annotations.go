@@ -28,10 +28,15 @@ const (
 	// InternalAnnotation reserves the pod's endpoints for internal callers
 	// when "true" (scheduling.InternalKey); "false" or absent means not.
 	InternalAnnotation = "switchyard.ai/internal"
+	// ScrapeAnnotation, when "false", says the pod's endpoints have no
+	// metrics to read (datastore.EndpointSpec.NoScrape): they are not
+	// scraped, count as fresh, and their load is not measured; "true" or
+	// absent means they are scraped.
+	ScrapeAnnotation = "switchyard.ai/scrape"
 )
 
 // annotations are the annotations the pod cache keeps (TrimPod).
-var annotations = []string{ActivePortsAnnotation, WeightAnnotation, ModelsAnnotation, InternalAnnotation}
+var annotations = []string{ActivePortsAnnotation, WeightAnnotation, ModelsAnnotation, InternalAnnotation, ScrapeAnnotation}
 
 // PodData is what a pod's switchyard.ai annotations give each of its
 // endpoints.
@@ -43,6 +48,8 @@ type PodData struct {
 	Models []scheduling.ModelEntry
 	// Internal is InternalAnnotation's value.
 	Internal bool
+	// NoScrape is true when ScrapeAnnotation is "false".
+	NoScrape bool
 }
 
 // AnnotationProblem is an annotation value that was ignored.
@@ -120,6 +127,15 @@ func (r *annotationReader) read(pod *corev1.Pod) (d PodData, problems []Annotati
 		case "false":
 		default:
 			bad(InternalAnnotation, v, `want "true" or "false", got %q`, clip(v))
+		}
+	}
+	if v, ok := pod.Annotations[ScrapeAnnotation]; ok {
+		switch strings.TrimSpace(v) {
+		case "false":
+			d.NoScrape = true
+		case "true":
+		default:
+			bad(ScrapeAnnotation, v, `want "true" or "false", got %q`, clip(v))
 		}
 	}
 	if v, ok := pod.Annotations[ModelsAnnotation]; ok {

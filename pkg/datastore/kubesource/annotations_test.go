@@ -49,6 +49,10 @@ func TestReadAnnotations(t *testing.T) {
 			kv:   []string{kubesource.ModelsAnnotation, "- name: a\n- name: b\n  aliases: [c]\n", kubesource.InternalAnnotation, "false"},
 			want: kubesource.PodData{Models: []scheduling.ModelEntry{{Name: "a"}, {Name: "b", Aliases: []string{"c"}}}},
 		},
+		{name: "scrape false", kv: []string{kubesource.ScrapeAnnotation, " false"}, want: kubesource.PodData{NoScrape: true}},
+		{name: "scrape true", kv: []string{kubesource.ScrapeAnnotation, "true"}},
+		{name: "scrape invalid", kv: []string{kubesource.ScrapeAnnotation, "no"},
+			problems: []string{kubesource.ScrapeAnnotation + `: want "true" or "false", got "no"`}},
 		{
 			name: "each invalid value ignored on its own",
 			kv:   []string{kubesource.WeightAnnotation, "0", kubesource.InternalAnnotation, "yes", kubesource.ModelsAnnotation, "[{name: a, alias: [b]}]"},
@@ -90,7 +94,7 @@ func TestReadAnnotations(t *testing.T) {
 func TestEndpointsAnnotations(t *testing.T) {
 	pods := []corev1.Pod{
 		pod("a", "127.10.0.1", true, annotated(kubesource.WeightAnnotation, "3", kubesource.InternalAnnotation, "true",
-			kubesource.ModelsAnnotation, "[{name: m, aliases: [x]}]", "unrelated", strings.Repeat("x", 100))),
+			kubesource.ModelsAnnotation, "[{name: m, aliases: [x]}]", kubesource.ScrapeAnnotation, "false", "unrelated", strings.Repeat("x", 100))),
 		pod("b", "127.10.0.2", true, annotated(kubesource.WeightAnnotation, "heavy", kubesource.ModelsAnnotation, "[")),
 	}
 	for _, trimmed := range []bool{false, true} {
@@ -110,12 +114,14 @@ func TestEndpointsAnnotations(t *testing.T) {
 		for _, sp := range specs[:2] {
 			assert.Equal(t, 3, sp.Weight, sp.Name)
 			assert.True(t, sp.Internal, sp.Name)
+			assert.True(t, sp.NoScrape, sp.Name)
 			assert.Equal(t, []scheduling.ModelEntry{{Name: "m", Aliases: []string{"x"}}}, sp.Models, sp.Name)
 		}
 		for _, sp := range specs[2:] {
 			assert.Zero(t, sp.Weight, "invalid weight ignored")
 			assert.Nil(t, sp.Models, "invalid models ignored")
 			assert.False(t, sp.Internal)
+			assert.False(t, sp.NoScrape)
 		}
 		require.NoError(t, datastore.ValidateSpecs(specs))
 	}

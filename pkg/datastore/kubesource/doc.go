@@ -37,16 +37,17 @@
 //
 // # Endpoint data from pod annotations
 //
-// Three annotations under Switchyard's own domain give every rank of a pod
+// Four annotations under Switchyard's own domain give every rank of a pod
 // what the endpoints file's fields give an endpoint in standalone mode
 // (ReadAnnotations):
 //
 //	switchyard.ai/weight: "4"        # 1..1000000; the endpoints' relative capacity (scheduling.WeightKey)
 //	switchyard.ai/internal: "true"   # "true" or "false"; reserved for internal callers (scheduling.InternalKey)
+//	switchyard.ai/scrape: "false"    # "true" (default) or "false"; false: no metrics to read, never scraped, always fresh
 //	switchyard.ai/models: |          # a JSON or YAML list, as the endpoints file's models (scheduling.ModelsKey)
 //	  - name: meta-llama/Llama-3.1-8B-Instruct
 //	    aliases: [llama-8b]
-//	    pricing: {input: 0.15, output: 0.6}
+//	    pricing: {input: 0.15, output: 0.6}   # both required; null or {} = unpriced
 //
 // An invalid value (a weight that is not an integer in range, internal
 // other than true or false, a model list that does not decode strictly or

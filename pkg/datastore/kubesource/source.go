@@ -551,6 +551,7 @@ func endpoints(pods []corev1.Pod, ports []int, metricsPort int, r *annotationRea
 				Weight:      data.Weight,
 				Models:      data.Models,
 				Internal:    data.Internal,
+				NoScrape:    data.NoScrape,
 			}
 			if err := sp.Validate(); err != nil {
 				bad = fmt.Sprintf("pod %s/%s: %v", pod.Namespace, pod.Name, err)

@@ -302,3 +302,45 @@ func (l *FakeLoad) TTFT() time.Duration { return time.Duration(l.TTFTD.Load()) }
 func (l *FakeLoad) E2E() time.Duration { return time.Duration(l.E2ED.Load()) }
 
 var _ scheduling.EndpointLoad = (*FakeLoad)(nil)
+
+// StaticEnv is a scheduling.RunEnv over a fixed endpoint list.
+type StaticEnv []*scheduling.Endpoint
+
+// Endpoints implements scheduling.RunEnv.
+func (e StaticEnv) Endpoints() []*scheduling.Endpoint { return e }
+
+// Changed implements scheduling.RunEnv: the list never changes.
+func (e StaticEnv) Changed() <-chan struct{} { return nil }
+
+// poolRunner is a Runner that reads its pool through
+// scheduling.PoolWatcher.
+type poolRunner interface {
+	Run(ctx context.Context, env scheduling.RunEnv)
+	Pool() ([]*scheduling.Endpoint, bool)
+}
+
+// RunWithPool runs p, as the host would, over a fixed pool and returns
+// once p sees it; the run ends with the test.
+func RunWithPool(tb testing.TB, p poolRunner, pool []*scheduling.Endpoint) {
+	tb.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		p.Run(ctx, StaticEnv(pool))
+	}()
+	tb.Cleanup(func() {
+		cancel()
+		<-done
+	})
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		if _, ok := p.Pool(); ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			tb.Fatal("the plugin did not take the pool")
+		}
+		time.Sleep(time.Millisecond)
+	}
+}

@@ -140,3 +140,55 @@ func TestFastPath(t *testing.T) {
 		t.Errorf("%v allocations, want 0", allocs)
 	}
 }
+
+// TestAdmitJudgesThePool: a caller whose allowed endpoints are all out of
+// rotation (not candidates) gets 503 scope_unavailable, not 403; one that
+// may use no endpoint of the pool still gets 403.
+func TestAdmitJudgesThePool(t *testing.T) {
+	const params = `{"internalCallers": ["batch"], "callers": {
+		"team-a": {"allowedEndpoints": ["a"]},
+		"batch":  {"allowedEndpoints": ["d"]},
+		"nobody": {"allowedEndpoints": ["zz"]}}}`
+	all := pool()
+	cands := all[1:2] // b, the only routable endpoint
+	tests := []struct {
+		caller string
+		run    bool // the host runs the plugin (it sees the pool)
+		status int  // 0: admitted
+		reason string
+	}{
+		{caller: "stranger", run: true},
+		{caller: "team-a", run: true, status: http.StatusServiceUnavailable, reason: ReasonScopeUnavailable},
+		{caller: "batch", run: true, status: http.StatusServiceUnavailable, reason: ReasonScopeUnavailable}, // d is internal, batch may use it
+		{caller: "nobody", run: true, status: http.StatusForbidden, reason: ReasonCallerNotAllowed},
+		{caller: "team-a", status: http.StatusForbidden, reason: ReasonCallerNotAllowed}, // no pool: the candidates stand for it
+	}
+	for _, tt := range tests {
+		t.Run(tt.caller, func(t *testing.T) {
+			f := newFilter(t, params)
+			if tt.run {
+				schedulingtest.RunWithPool(t, f, all)
+			}
+			r := f.Admit(context.Background(), &scheduling.Request{Headers: map[string]string{DefaultCallerHeader: tt.caller}}, cands)
+			if tt.status == 0 {
+				if r != nil {
+					t.Fatalf("refused: %+v", r)
+				}
+				return
+			}
+			if r == nil || r.StatusCode != tt.status || r.Reason != tt.reason {
+				t.Fatalf("refusal = %+v, want %d %s", r, tt.status, tt.reason)
+			}
+			if strings.Contains(r.Message, `"a"`) || strings.Contains(r.Message, `"d"`) {
+				t.Errorf("the message names endpoints: %s", r.Message)
+			}
+		})
+	}
+	// An external caller whose only allowed endpoint is internal may use
+	// nothing in the pool: 403.
+	f := newFilter(t, `{"callers": {"ext": {"allowedEndpoints": ["d"]}}}`)
+	schedulingtest.RunWithPool(t, f, all)
+	if r := f.Admit(context.Background(), &scheduling.Request{Headers: map[string]string{DefaultCallerHeader: "ext"}}, cands); r == nil || r.StatusCode != http.StatusForbidden {
+		t.Errorf("refusal = %+v, want 403", r)
+	}
+}

@@ -8,8 +8,14 @@
 //
 // A request for a model no candidate serves cannot be answered by a
 // filter (a filter can only narrow): the plugin is also a
-// scheduling.Admitter, which the framework runs before the profiles and
-// which refuses such a request with 404 and the reason model_not_found.
+// scheduling.Admitter, which the framework runs before the profiles. It
+// judges the model against the whole pool (every endpoint, routable or
+// not, which it reads as a scheduling.Runner through
+// scheduling.PoolWatcher): a model no endpoint of the pool serves is
+// refused with 404 and the reason model_not_found; a model the pool
+// serves, but none of the candidates (its endpoints are unhealthy, their
+// breakers open, their metrics stale), with 503 and the reason
+// model_unavailable.
 package servedmodel
 
 import (
@@ -27,9 +33,13 @@ import (
 // Type is the plugin type used in configuration.
 const Type = "served-model-filter"
 
-// ReasonModelNotFound is the refusal reason of a model no candidate
-// serves (HTTP 404).
+// ReasonModelNotFound is the refusal reason of a model no endpoint of
+// the pool serves (HTTP 404).
 const ReasonModelNotFound = "model_not_found"
+
+// ReasonModelUnavailable is the refusal reason of a model that endpoints
+// of the pool serve, none of them a candidate now (HTTP 503).
+const ReasonModelUnavailable = "model_unavailable"
 
 // maxListedModels bounds the served models a 404 message lists.
 const maxListedModels = 10
@@ -49,9 +59,14 @@ func DefaultParams() Params { return Params{RefuseUnknownModels: true} }
 // Filter is a served-model-filter instance. It is safe for concurrent
 // use.
 type Filter struct {
+	// PoolWatcher makes the filter a scheduling.Runner that reads the
+	// whole pool for Admit.
+	scheduling.PoolWatcher
+
 	typedName scheduling.TypedName
 	refuse    bool
 	cache     candcache.Cache[*index]
+	pool      candcache.Cache[*index] // over the whole pool (Admit)
 }
 
 // New returns a served-model-filter.
@@ -204,8 +219,13 @@ func (f *Filter) Filter(_ context.Context, req *scheduling.Request, endpoints []
 
 // Admit implements scheduling.Admitter: where a candidate declares
 // models, a request for a model that no candidate serves (by name or
-// alias), while every candidate declares its models, is refused with 404
-// model_not_found (unless refuseUnknownModels is false).
+// alias), while every candidate declares its models, is refused (unless
+// refuseUnknownModels is false). The pool decides how: if an endpoint of
+// the pool that is not a candidate serves the model, or declares nothing
+// (it serves every model), 503 model_unavailable; if none does, 404
+// model_not_found, listing the models the pool serves. Before the host
+// runs the plugin (scheduling.PoolWatcher) the candidates stand for the
+// pool.
 func (f *Filter) Admit(_ context.Context, req *scheduling.Request, candidates []*scheduling.Endpoint) *scheduling.Refusal {
 	if !f.refuse || req == nil {
 		return nil
@@ -214,6 +234,18 @@ func (f *Filter) Admit(_ context.Context, req *scheduling.Request, candidates []
 	model := requested(req)
 	if !idx.declared || len(idx.open) > 0 || len(idx.byName[model]) > 0 {
 		return nil
+	}
+	if pool, ok := f.Pool(); ok && len(pool) > 0 {
+		pidx := f.pool.Get(pool, build)
+		if n := len(pidx.open) + countEndpoints(pidx.byName[model]); n > 0 {
+			return &scheduling.Refusal{
+				StatusCode: http.StatusServiceUnavailable,
+				Reason:     ReasonModelUnavailable,
+				Message: fmt.Sprintf("The model %q is served by %d endpoints of the pool, none of which can take requests now "+
+					"(health check failed, circuit breaker open, metrics stale, or outside the request's subset)", clip(model), n),
+			}
+		}
+		idx = pidx
 	}
 	listed := idx.served[:min(len(idx.served), maxListedModels)]
 	more := ""
@@ -225,6 +257,19 @@ func (f *Filter) Admit(_ context.Context, req *scheduling.Request, candidates []
 		Reason:     ReasonModelNotFound,
 		Message:    fmt.Sprintf("The model %q does not exist or is not served by this pool; served models: %s%s", clip(model), strings.Join(listed, ", "), more),
 	}
+}
+
+// countEndpoints counts the distinct endpoints of ms (an endpoint may
+// match by name and by aliases).
+func countEndpoints(ms []match) int {
+	n, last := 0, -1
+	for _, m := range ms {
+		if m.pos != last { // build appends one endpoint's matches together
+			n++
+			last = m.pos
+		}
+	}
+	return n
 }
 
 // clip shortens a client-supplied name quoted in a message.
@@ -245,4 +290,5 @@ var Registration = scheduling.Registration{
 var (
 	_ scheduling.Filter   = (*Filter)(nil)
 	_ scheduling.Admitter = (*Filter)(nil)
+	_ scheduling.Runner   = (*Filter)(nil)
 )

@@ -194,3 +194,52 @@ func TestNoDeclarationsNoAllocation(t *testing.T) {
 		t.Errorf("%v allocations, want 0", allocs)
 	}
 }
+
+// TestAdmitJudgesThePool: the admitter judges the model against the
+// whole pool, not only the candidates: a model only endpoints out of
+// rotation serve gets 503 model_unavailable, not 404; a model the pool
+// does not serve still gets 404, listing every served model of the pool.
+func TestAdmitJudgesThePool(t *testing.T) {
+	llama := schedulingtest.Endpoint("a").Port(1).Models(model("llama", "l")).Build()
+	mistral := schedulingtest.Endpoint("b").Port(2).Models(model("mistral")).Build()
+	open := schedulingtest.Endpoint("c").Port(3).Build() // declares nothing: serves every model
+	tests := []struct {
+		name   string
+		pool   []*scheduling.Endpoint // nil: the host does not run the plugin
+		model  string
+		status int // 0: admitted
+		reason string
+		msg    string
+	}{
+		{name: "served by a candidate", pool: []*scheduling.Endpoint{llama, mistral}, model: "mistral"},
+		{name: "served only out of rotation", pool: []*scheduling.Endpoint{llama, mistral}, model: "llama",
+			status: http.StatusServiceUnavailable, reason: ReasonModelUnavailable, msg: `"llama" is served by 1 endpoints of the pool`},
+		{name: "alias served only out of rotation", pool: []*scheduling.Endpoint{llama, mistral}, model: "l",
+			status: http.StatusServiceUnavailable, reason: ReasonModelUnavailable},
+		{name: "an open endpoint out of rotation may serve it", pool: []*scheduling.Endpoint{mistral, open}, model: "gpt-9",
+			status: http.StatusServiceUnavailable, reason: ReasonModelUnavailable},
+		{name: "served nowhere: 404 listing the pool's models", pool: []*scheduling.Endpoint{llama, mistral}, model: "gpt-9",
+			status: http.StatusNotFound, reason: ReasonModelNotFound, msg: "served models: llama, mistral"},
+		{name: "not run by a host: the candidates stand for the pool", model: "llama",
+			status: http.StatusNotFound, reason: ReasonModelNotFound, msg: "served models: mistral"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFilter(t)
+			if tt.pool != nil {
+				schedulingtest.RunWithPool(t, f, tt.pool)
+			}
+			cands := []*scheduling.Endpoint{mistral} // the only routable one
+			r := f.Admit(context.Background(), &scheduling.Request{Model: tt.model, TargetModel: tt.model}, cands)
+			if tt.status == 0 {
+				if r != nil {
+					t.Fatalf("refused: %+v", r)
+				}
+				return
+			}
+			if r == nil || r.StatusCode != tt.status || r.Reason != tt.reason || !strings.Contains(r.Message, tt.msg) {
+				t.Errorf("refusal = %+v, want %d %s %q", r, tt.status, tt.reason, tt.msg)
+			}
+		})
+	}
+}

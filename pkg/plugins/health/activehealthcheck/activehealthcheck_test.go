@@ -389,6 +389,31 @@ func TestCloseClearsVerdicts(t *testing.T) {
 	}
 }
 
+// A successor adopts the verdicts its predecessor left; when a reload then
+// removes it (Close without a successor), the adopted verdicts are cleared
+// too: the endpoint comes back into rotation.
+func TestCloseClearsAdoptedVerdicts(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(500) }))
+	defer srv.Close()
+	ep, h := endpointAt(t, "a", srv)
+	first, _ := newChecker(t, `{"interval": "10ms", "unhealthyThreshold": 1}`)
+	stop := run(t, first, newEnv(ep))
+	waitFor(t, func() bool { return h.Probe() == scheduling.ProbeUnhealthy }, "unhealthy")
+	stop()
+	first.Close(scheduling.CloseInfo{Successor: true})
+	next, _ := newChecker(t, `{"interval": "1h", "unhealthyThreshold": 3}`)
+	stop = run(t, next, newEnv(ep))
+	time.Sleep(20 * time.Millisecond)
+	if h.Probe() != scheduling.ProbeUnhealthy {
+		t.Fatal("the successor did not keep the verdict")
+	}
+	stop()
+	next.Close(scheduling.CloseInfo{})
+	if ok, why := h.Eligible(time.Now()); !ok || h.Probe() != scheduling.ProbeUnknown {
+		t.Errorf("after the checker was removed: eligible %v (%s), probe %v", ok, why, h.Probe())
+	}
+}
+
 // Endpoints without a health (the host keeps none) are not probed.
 func TestSkipsEndpointsWithoutHealth(t *testing.T) {
 	var hits atomic.Int64

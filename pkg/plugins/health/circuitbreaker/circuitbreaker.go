@@ -17,7 +17,10 @@
 // breaker's endpoint from the routable set, the all-stale fail-open
 // included, and republishes when the open interval ends. The plugin's
 // Filter limits the half-open trials; its hooks (PreRequest,
-// ResponseStreaming, ResponseComplete) count the outcomes.
+// ResponseStreaming, ResponseComplete) count the outcomes. It is a
+// scheduling.Runner only to learn the pool: when it is removed (Close
+// without a successor) it closes every endpoint's breaker, the ones it
+// adopted from a predecessor and never saw included.
 //
 // # Concurrency
 //
@@ -148,7 +151,14 @@ type Breaker struct {
 	// It is keyed by Endpoint.KeyHash (no string hashing per candidate).
 	hot    atomic.Pointer[map[uint64]*state]
 	closed atomic.Bool
+	// pool is the host's view of the pool (Run), kept after Run returns:
+	// Close resets the breaker states of every endpoint in it, those this
+	// instance adopted from a predecessor without ever touching them
+	// included.
+	pool atomic.Pointer[poolEnv]
 }
+
+type poolEnv struct{ env scheduling.RunEnv }
 
 // state is one endpoint's breaker.
 type state struct {
@@ -620,11 +630,22 @@ func (b *Breaker) Forget(endpointKey string) {
 	}
 }
 
+// Run implements scheduling.Runner: the breaker does no background work,
+// it keeps the host's view of the pool for Close.
+func (b *Breaker) Run(ctx context.Context, env scheduling.RunEnv) {
+	b.pool.Store(&poolEnv{env: env})
+	<-ctx.Done()
+}
+
 // Close implements scheduling.Closer. Unless an instance of the same name
 // takes over (info.Successor: it adopts the states the endpoints' health
 // shows), every breaker this instance holds open or half-open is closed,
 // so the endpoints come back into rotation: nothing would close them any
-// more. Requests still running on the old configuration are not counted.
+// more. That includes the states it adopted and never touched (an
+// endpoint whose breaker a predecessor opened gets no request, so this
+// instance never looked at it): every endpoint of the pool the host ran
+// it with is reset. Requests still running on the old configuration are
+// not counted.
 func (b *Breaker) Close(info scheduling.CloseInfo) {
 	b.closed.Store(true)
 	if info.Successor {
@@ -641,6 +662,15 @@ func (b *Breaker) Close(info scheduling.CloseInfo) {
 		s.mu.Unlock()
 		return true
 	})
+	if pe := b.pool.Load(); pe != nil {
+		now := b.now()
+		for _, e := range pe.env.Endpoints() {
+			if h := healthOf(e); h != nil && h.Breaker(now) != scheduling.BreakerClosed {
+				h.SetBreaker(scheduling.BreakerClosed, time.Time{})
+				b.log.V(1).Info("Circuit breaker removed; endpoint back in rotation", "endpoint", e.Key())
+			}
+		}
+	}
 }
 
 // breakerMetrics are the plugin's collectors, shared by its instances.
@@ -672,4 +702,5 @@ var (
 	_ scheduling.ResponseStreaming = (*Breaker)(nil)
 	_ scheduling.ResponseComplete  = (*Breaker)(nil)
 	_ scheduling.Closer            = (*Breaker)(nil)
+	_ scheduling.Runner            = (*Breaker)(nil)
 )

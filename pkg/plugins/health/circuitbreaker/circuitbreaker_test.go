@@ -421,6 +421,52 @@ func TestReloadAndClose(t *testing.T) {
 	}
 }
 
+// TestCloseResetsAdoptedStates: a reload replaces the breaker (new
+// parameters: the successor adopts the open breaker from the endpoint's
+// health, but never sees the endpoint, which gets no request while open),
+// then a reload drops it (Close without a successor): the endpoint comes
+// back into rotation, although this instance never held its state.
+func TestCloseResetsAdoptedStates(t *testing.T) {
+	r := newRig(t, `{"consecutiveFailures": 1, "openDuration": "1h"}`, 2)
+	r.send(500)
+	if r.breaker(0) != scheduling.BreakerOpen {
+		t.Fatal("not open")
+	}
+	r.b.Close(scheduling.CloseInfo{Successor: true})
+	pl, err := Registration.Factory("cb", []byte(`{"consecutiveFailures": 2, "openDuration": "1h"}`), scheduling.NewHandle(scheduling.HandleOptions{Seed: 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	next := pl.(*Breaker)
+	next.now = r.clock.Now
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		next.Run(ctx, schedulingtest.StaticEnv(r.eps))
+	}()
+	for next.pool.Load() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	// Requests go to the other endpoint only: ep 0 stays open, untouched.
+	r.b = next
+	r.start(false, 1).end(200, -1)
+	if ok, why := r.hs[0].Eligible(r.clock.Now()); ok {
+		t.Fatal("the adopted open breaker was lost before the reload")
+	} else if why != scheduling.IneligibleBreakerOpen {
+		t.Fatalf("ineligible for %q", why)
+	}
+	cancel() // the reload stops the instance's Run, then closes it
+	<-done
+	next.Close(scheduling.CloseInfo{})
+	if ok, why := r.hs[0].Eligible(r.clock.Now()); !ok {
+		t.Fatalf("after the breaker was removed the endpoint is still out of rotation (%s)", why)
+	}
+	if got := r.breaker(0); got != scheduling.BreakerClosed {
+		t.Fatalf("breaker %v, want closed", got)
+	}
+}
+
 // The Filter costs nothing while every breaker is closed.
 func TestFilterFastPath(t *testing.T) {
 	r := newRig(t, "", 100)

@@ -218,78 +218,87 @@ func TestPickFallbacks(t *testing.T) {
 	}
 }
 
-// Rings are cached by candidate set: a stable set builds once, a few
-// alternating sets build once each, and the cache is bounded.
-func TestRingCache(t *testing.T) {
+// One ring over the pool: a stable set builds once; subsets of it
+// (filters that vary per request), a reordered set and a new snapshot of
+// the same endpoints build nothing more; a new endpoint rebuilds once.
+func TestRingOverThePool(t *testing.T) {
 	p := newPicker(t, 1, 20)
-	a := pool(named("a", 6)...)
-	b := pool(named("b", 6)...)
+	all := pool(named("a", 12)...)
 	for i := range 1000 {
-		p.Pick(t.Context(), req(fmt.Sprint(i)), a)
+		p.Pick(t.Context(), req(fmt.Sprint(i)), all)
 	}
-	if got := p.builds.Load(); got != 1 {
+	if got := p.rings.Builds(); got != 1 {
 		t.Fatalf("builds after 1000 picks over one set = %d, want 1", got)
 	}
-	// The same set in another order, with new Endpoint values for the same
-	// keys (a new snapshot), is the same set.
-	names := named("a", 6)
+	names := named("a", 12)
 	slices.Reverse(names)
 	reordered := pool(names...)
-	for i := range 100 {
-		p.Pick(t.Context(), req(fmt.Sprint(i)), a)
-		p.Pick(t.Context(), req(fmt.Sprint(i)), b)
-		p.Pick(t.Context(), req(fmt.Sprint(i)), reordered)
-	}
-	if got := p.builds.Load(); got != 2 {
-		t.Fatalf("builds after alternating two sets = %d, want 2", got)
-	}
-	// More sets than the cache holds: the oldest is rebuilt.
-	for s := range cacheSize + 1 {
-		p.Pick(t.Context(), req("m"), pool(named(fmt.Sprintf("s%d", s), 3)...))
-	}
-	before := p.builds.Load()
-	p.Pick(t.Context(), req("m"), a)
-	if p.builds.Load() != before+1 {
-		t.Error("the cache holds more than cacheSize rings")
-	}
-	n := 0
-	for _, r := range p.cache.Load().rings {
-		if r != nil {
-			n++
+	for s := range 40 { // 40 distinct subsets, more than any per-subset cache held
+		var sub []scheduling.ScoredEndpoint
+		for i, e := range all {
+			if (i*7+s)%5 != 0 || i == s%12 {
+				sub = append(sub, e)
+			}
 		}
+		p.Pick(t.Context(), req(fmt.Sprint(s)), sub)
+		p.Pick(t.Context(), req(fmt.Sprint(s)), reordered)
 	}
-	if n != cacheSize {
-		t.Errorf("cache holds %d rings, want %d", n, cacheSize)
+	if got := p.rings.Builds(); got != 1 {
+		t.Fatalf("builds after 40 subsets and a reordered snapshot = %d, want 1", got)
+	}
+	grown := append(slices.Clone(all), pool("new")...)
+	for i := range 100 {
+		p.Pick(t.Context(), req(fmt.Sprint(i)), grown)
+		p.Pick(t.Context(), req(fmt.Sprint(i)), all)
+	}
+	if got, members := p.rings.Builds(), p.rings.Ring().Members(); got != 2 || members != 13 {
+		t.Fatalf("after a new endpoint: builds %d, members %d; want 2, 13", got, members)
 	}
 
-	// Closed: the cache is dropped and nothing more is cached, but picks
-	// still work (requests of the old configuration may still run).
-	want := p.Pick(t.Context(), req("m"), a).Targets[0]
+	// Closed: the ring is dropped, but picks still work (requests of the
+	// old configuration may still run) and give the same endpoint.
+	want := p.Pick(t.Context(), req("m"), all).Targets[0]
 	p.Close(scheduling.CloseInfo{})
-	if got := p.Pick(t.Context(), req("m"), a).Targets[0]; got != want {
+	if got := p.Pick(t.Context(), req("m"), all).Targets[0]; got != want {
 		t.Errorf("after Close: %s, want %s", got.Name(), want.Name())
 	}
-	for _, r := range p.cache.Load().rings {
-		if r != nil {
-			t.Fatal("a ring is cached after Close")
-		}
+	if m := p.rings.Ring().Members(); m != 0 {
+		t.Errorf("a ring of %d members is cached after Close", m)
 	}
 }
 
-// A cached ring whose member is not among the candidates (two sets with
-// the same hash) does not pick outside them.
-func TestRingCollision(t *testing.T) {
-	p := newPicker(t, 2, 10)
-	a := pool("a", "b", "c")
-	c := pool("x", "y", "z")
-	r := build(a, candidateSetHash(c), 10) // a's ring under c's hash
-	p.cache.Store((&ringCache{}).with(r))
-	for _, m := range named("m", 50) {
-		for _, e := range p.Pick(t.Context(), req(m), c).Targets {
-			if !strings.ContainsAny(e.Name(), "xyz") {
-				t.Fatalf("picked %s, not a candidate", e.Name())
+// TestC14_SupersetRingEqualsCandidateRing: walking the pool's ring and
+// skipping the other endpoints gives exactly what a ring of the
+// candidates alone gives (a fresh picker that has seen only them), for
+// random subsets and orders, primary and fallbacks: the result depends on
+// the model and the candidate set only, so replicas with different
+// histories agree.
+func TestC14_SupersetRingEqualsCandidateRing(t *testing.T) {
+	rng := rand.New(rand.NewPCG(14, 14))
+	all := pool(named("ep", 60)...)
+	warm := newPicker(t, 3, 40)
+	warm.Pick(t.Context(), req("m"), all)
+	for trial := range 300 {
+		k := 1 + rng.IntN(len(all))
+		if trial%3 == 0 {
+			k = 1 + rng.IntN(4) // sparse: a few of sixty
+		}
+		perm := rng.Perm(len(all))[:k]
+		sub := make([]scheduling.ScoredEndpoint, k)
+		for i, j := range perm {
+			sub[i] = all[j]
+		}
+		fresh := newPicker(t, 3, 40)
+		for _, m := range named("m", 20) {
+			got := schedulingtest.Names(warm.Pick(t.Context(), req(m), sub).Targets)
+			want := schedulingtest.Names(fresh.Pick(t.Context(), req(m), sub).Targets)
+			if !slices.Equal(got, want) {
+				t.Fatalf("trial %d, %d candidates, %s: pool ring %v, candidates' ring %v", trial, k, m, got, want)
 			}
 		}
+	}
+	if b := warm.rings.Builds(); b != 1 {
+		t.Errorf("the pool's picker built %d rings, want 1", b)
 	}
 }
 

@@ -112,14 +112,17 @@ type Params struct {
 	// MaxStalenessIntervals: metrics older than this many scrape
 	// intervals are stale. 1..1000; default 3.
 	MaxStalenessIntervals int `json:"maxStalenessIntervals"`
-	// ScrapeInterval is the model-server metrics scrape interval, which
-	// must match the EPP's --refresh-metrics-interval (plugins are not
-	// told it). Default "50ms", that flag's default; > 0.
+	// ScrapeInterval is the model-server metrics scrape interval. Default:
+	// the EPP's own (--refresh-metrics-interval, which the host passes to
+	// plugins: scheduling.ScrapeIntervalOf), else "50ms", that flag's
+	// default; > 0. A value that differs from the host's is used, with a
+	// configuration warning.
 	ScrapeInterval Duration `json:"scrapeInterval"`
 }
 
 // DefaultParams returns the defaults: deadband 64 / 1.5, base RoundRobin,
-// freshness 3 × 50ms, one endpoint.
+// freshness 3 × 50ms (New replaces the 50ms by the host's scrape
+// interval when the parameters leave it out), one endpoint.
 func DefaultParams() Params {
 	return Params{
 		Params:                pick.DefaultParams(),
@@ -198,6 +201,14 @@ func New(name string, p Params, h scheduling.Handle) (*Picker, error) {
 	name = b.TypedName().Name
 	canonical, pluginType, _ := strategies.Parse(p.BaseStrategy)
 	p.BaseStrategy = canonical
+	var intervalWarning string
+	if host := scheduling.ScrapeIntervalOf(h); host > 0 {
+		if !p.ScrapeInterval.set {
+			p.ScrapeInterval = Duration{Duration: host}
+		} else if p.ScrapeInterval.Duration != host {
+			intervalWarning = ScrapeIntervalWarning(p.ScrapeInterval.Duration, host, p.MaxStalenessIntervals)
+		}
+	}
 	baseName := strategies.BaseInstance(name)
 	nested, ok := h.Plugin(baseName)
 	if !ok {
@@ -232,6 +243,13 @@ func New(name string, p Params, h scheduling.Handle) (*Picker, error) {
 	})
 	pk.log.V(1).Info("Engine-load picker", "baseStrategy", canonical, "balanceAbsThreshold", p.BalanceAbsThreshold,
 		"balanceRelThreshold", p.BalanceRelThreshold, "freshness", pk.horizon)
+	if intervalWarning != "" {
+		if wr, ok := h.(interface{ Warn(msg string) }); ok {
+			wr.Warn(intervalWarning)
+		} else {
+			pk.log.Info("Warning: " + intervalWarning)
+		}
+	}
 	return pk, nil
 }
 
@@ -288,7 +306,8 @@ func DeadbandOpen(minW, maxW, abs int, rel float64) bool {
 }
 
 // PickInProfile implements scheduling.ProfilePicker (info is passed on to
-// a base strategy that is one). Fallbacks (maxNumOfEndpoints > 1) are the
+// a base strategy that is one). A call that only orders fallbacks
+// (info.FallbacksOnly) counts no decision. Fallbacks (maxNumOfEndpoints > 1) are the
 // base strategy's when it picked, else the next lowest waiting queues
 // (KV usage breaking ties). Pick may reorder scored.
 func (p *Picker) PickInProfile(ctx context.Context, req *scheduling.Request, scored []scheduling.ScoredEndpoint, info scheduling.PickInfo) *scheduling.ProfileResult {
@@ -323,7 +342,9 @@ func (p *Picker) PickInProfile(ctx context.Context, req *scheduling.Request, sco
 		res = p.lowest(ctx, req, scored, info, minW)
 	}
 	p.transition(stale, scored, now)
-	p.record(reason, res, req, minW, maxW)
+	if !info.FallbacksOnly {
+		p.record(reason, res, req, minW, maxW)
+	}
 	return res
 }
 
@@ -488,6 +509,7 @@ func (p *Picker) Close(info scheduling.CloseInfo) {
 type Duration struct {
 	time.Duration
 	parseErr error
+	set      bool // decoded from the parameters (not a default)
 }
 
 // UnmarshalJSON implements json.Unmarshaler. null leaves the value
@@ -516,10 +538,10 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 	}
 	v, err := time.ParseDuration(strings.TrimSpace(s))
 	if err != nil {
-		*d = Duration{parseErr: fmt.Errorf("invalid duration %q: use a Go duration such as \"50ms\" or \"1s\"", s)}
+		*d = Duration{parseErr: fmt.Errorf("invalid duration %q: use a Go duration such as \"50ms\" or \"1s\"", s), set: true}
 		return nil
 	}
-	*d = Duration{Duration: v}
+	*d = Duration{Duration: v, set: true}
 	return nil
 }
 

@@ -565,3 +565,67 @@ func seriesCount(t *testing.T, g prometheus.Gatherer) int {
 	}
 	return n
 }
+
+// TestFallbacksOnlyNotAPick: a call that only orders the fallbacks (the
+// strategy-picker's scorers chose the primary) counts no decision, for
+// each of the three reasons, and passes FallbacksOnly on to the base.
+func TestFallbacksOnlyNotAPick(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		scored []scheduling.ScoredEndpoint
+		reason string
+	}{
+		{name: "hold", scored: eps(0, 1, 2), reason: ReasonHysteresisHold},
+		{name: "engine load", scored: eps(500, 0, 300), reason: ReasonEngineLoad},
+		{name: "stale", scored: append(eps(0, 500), scheduling.ScoredEndpoint{Endpoint: schedulingtest.Endpoint("ep-2").Queue(3).Build()}), reason: ReasonStaleFallback},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			pk, _ := setup(t, reg, logr.Discard(), func(p *Params) { p.MaxNumOfEndpoints = 2 })
+			fb := scheduling.PickInfo{FallbacksOnly: true}
+			for range 3 {
+				if res := pk.PickInProfile(t.Context(), nil, slices.Clone(tt.scored), fb); len(res.Targets) != 2 {
+					t.Fatalf("fallbacks-only call ordered %v, want 2 targets", schedulingtest.Names(res.Targets))
+				}
+			}
+			if n := total(t, reg); n != 0 {
+				t.Errorf("%s after fallbacks-only calls = %v, want 0", DecisionsMetric, n)
+			}
+			res := pk.PickInProfile(t.Context(), nil, slices.Clone(tt.scored), scheduling.PickInfo{})
+			if v := counter(t, reg, map[string]string{"picker": "el", "backend": res.Targets[0].Name(), "reason": tt.reason}); v != 1 {
+				t.Errorf("%s{reason=%q} after a pick = %v, want 1", DecisionsMetric, tt.reason, v)
+			}
+		})
+	}
+	// The base is told as well.
+	h := schedulingtest.NewHandle(t)
+	pb := &fakeProfileBase{fakeBase{name: scheduling.TypedName{Type: "round-robin-picker", Name: "el/base"}}}
+	h.AddPlugin("el/base", pb)
+	pk, err := New("el", DefaultParams(), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pk.now = func() time.Time { return now }
+	pk.PickInProfile(t.Context(), nil, eps(1, 2), scheduling.PickInfo{FallbacksOnly: true})
+	if len(pb.infos) != 1 || !pb.infos[0].FallbacksOnly {
+		t.Errorf("base infos = %+v, want one with FallbacksOnly", pb.infos)
+	}
+}
+
+// total sums every series of the decisions counter.
+func total(t *testing.T, g prometheus.Gatherer) float64 {
+	t.Helper()
+	fams, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := 0.0
+	for _, f := range fams {
+		if f.GetName() == DecisionsMetric {
+			for _, m := range f.GetMetric() {
+				sum += m.GetCounter().GetValue()
+			}
+		}
+	}
+	return sum
+}

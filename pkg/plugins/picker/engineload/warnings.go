@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 )
 
 // DataLayer is what a loaded configuration's data layer collects, as far
@@ -60,4 +61,14 @@ func MetricsWarnings(picker string, dl DataLayer) []string {
 			Type, picker, strings.Join(noKV, ", ")))
 	}
 	return out
+}
+
+// ScrapeIntervalWarning is the configuration warning of an
+// engine-load-picker instance whose scrapeInterval differs from the
+// host's metrics scrape interval (--refresh-metrics-interval): its
+// freshness horizon is then not the number of scrapes it says. The
+// configuration loader prefixes it with the instance's label.
+func ScrapeIntervalWarning(configured, host time.Duration, intervals int) string {
+	return fmt.Sprintf("scrapeInterval %s differs from the EPP's metrics scrape interval %s (--refresh-metrics-interval): metrics count as fresh for %d × %s = %s, not %d scrapes; leave scrapeInterval out to follow the EPP's interval",
+		configured, host, intervals, configured, configured*time.Duration(intervals), intervals)
 }

@@ -60,7 +60,13 @@ var keyPool = sync.Pool{New: func() any { return new([]uint64) }}
 // in flight; among equal counts, turn k (from 0) of t tied endpoints goes
 // to the (k mod t)-th in input order. Fallbacks follow in ascending count,
 // ties rotating the same way. Pick does not modify scored.
-func (p *Picker) Pick(_ context.Context, _ *scheduling.Request, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
+func (p *Picker) Pick(ctx context.Context, req *scheduling.Request, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
+	return p.PickInProfile(ctx, req, scored, scheduling.PickInfo{})
+}
+
+// PickInProfile implements scheduling.ProfilePicker: Pick, but a call that
+// only orders fallbacks (info.FallbacksOnly) does not advance the rotation among ties.
+func (p *Picker) PickInProfile(_ context.Context, _ *scheduling.Request, scored []scheduling.ScoredEndpoint, info scheduling.PickInfo) *scheduling.ProfileResult {
 	n := len(scored)
 	if n == 0 {
 		return &scheduling.ProfileResult{}
@@ -72,7 +78,7 @@ func (p *Picker) Pick(_ context.Context, _ *scheduling.Request, scored []schedul
 	for i := range scored {
 		keys[i] = uint64(InFlight(scored[i].Endpoint))
 	}
-	return pick.AscendingRotated(scored, keys, p.turn.Next(), p.Max)
+	return pick.AscendingRotated(scored, keys, p.turn.Turn(info), p.Max)
 }
 
 // Registration registers the least-busy-picker.
@@ -82,4 +88,7 @@ var Registration = scheduling.Registration{
 	Factory:   scheduling.Typed(DefaultParams, New),
 }
 
-var _ scheduling.Picker = (*Picker)(nil)
+var (
+	_ scheduling.Picker        = (*Picker)(nil)
+	_ scheduling.ProfilePicker = (*Picker)(nil)
+)

@@ -133,3 +133,22 @@ func TestC22_LeastBusyUsesOwnInFlightAndRotatesTies(t *testing.T) {
 		}
 	}
 }
+
+// TestFallbacksOnlyNotAPick: a call that only orders the fallbacks (the
+// strategy-picker's scorers chose the primary) returns the order the next
+// pick would take and does not advance the rotation, so interleaving such
+// calls leaves the picks' sequence unchanged.
+func TestFallbacksOnlyNotAPick(t *testing.T) {
+	scored := func() []scheduling.ScoredEndpoint { s, _ := busy(1, 0, 0, 0); return s }()
+	plain, mixed := newPicker(t, 2), newPicker(t, 2)
+	fb := scheduling.PickInfo{FallbacksOnly: true}
+	for i := range 5 {
+		want := strings.Join(schedulingtest.Names(plain.PickInProfile(t.Context(), nil, scored, scheduling.PickInfo{}).Targets), ",")
+		peek := strings.Join(schedulingtest.Names(mixed.PickInProfile(t.Context(), nil, scored, fb).Targets), ",")
+		mixed.PickInProfile(t.Context(), nil, scored, fb)
+		got := strings.Join(schedulingtest.Names(mixed.PickInProfile(t.Context(), nil, scored, scheduling.PickInfo{}).Targets), ",")
+		if got != want || peek != want {
+			t.Fatalf("pick %d: %s after fallbacks-only calls (which ordered %s), want %s", i, got, peek, want)
+		}
+	}
+}

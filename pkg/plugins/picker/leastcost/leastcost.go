@@ -6,8 +6,9 @@
 // tokens × output price, prices in USD per 1M tokens. The price of the
 // request's model at an endpoint is the endpoint's own (its declared model
 // entry's pricing, scheduling.ModelsKey), else the picker's catalog's; an
-// entry without pricing shadows the catalog and leaves the endpoint
-// unpriced for that model. Unpriced endpoints rank after every priced one
+// entry whose pricing declares nothing (pricing: null or {}: the entry's
+// Unpriced) shadows the catalog and leaves the endpoint unpriced for that
+// model, while an entry without a pricing key takes the catalog's price. Unpriced endpoints rank after every priced one
 // (never as free); with none priced the picker takes turns like
 // RoundRobin. Equal costs go to the lower output price, then take turns
 // by the instance's rotation counter.
@@ -239,12 +240,18 @@ var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 // input order); unpriced candidates come last, and with none priced the
 // candidates take turns in order. Fallbacks (maxNumOfEndpoints > 1)
 // follow in the same order. Pick does not modify scored.
-func (p *Picker) Pick(_ context.Context, req *scheduling.Request, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
+func (p *Picker) Pick(ctx context.Context, req *scheduling.Request, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
+	return p.PickInProfile(ctx, req, scored, scheduling.PickInfo{})
+}
+
+// PickInProfile implements scheduling.ProfilePicker: Pick, but a call that
+// only orders fallbacks (info.FallbacksOnly) does not advance the rotation among ties or count a decision.
+func (p *Picker) PickInProfile(_ context.Context, req *scheduling.Request, scored []scheduling.ScoredEndpoint, info scheduling.PickInfo) *scheduling.ProfileResult {
 	n := len(scored)
 	if n == 0 {
 		return &scheduling.ProfileResult{}
 	}
-	turn := p.turn.Next()
+	turn := p.turn.Turn(info)
 	model := ModelKey(req)
 	in, out := Tokens(req)
 	s := scratchPool.Get().(*scratch)
@@ -274,10 +281,14 @@ func (p *Picker) Pick(_ context.Context, req *scheduling.Request, scored []sched
 		}
 	}
 	if priced == 0 {
-		p.rotation.Inc()
+		if !info.FallbacksOnly {
+			p.rotation.Inc()
+		}
 		return pick.Rotated(scored, turn, p.Max)
 	}
-	p.cheapest.Inc()
+	if !info.FallbacksOnly {
+		p.cheapest.Inc()
+	}
 	if p.Max == 1 {
 		j := int(turn % uint64(ties))
 		for i := range quotes {
@@ -373,6 +384,7 @@ var Registration = scheduling.Registration{
 }
 
 var (
-	_ scheduling.Picker = (*Picker)(nil)
-	_ scheduling.Closer = (*Picker)(nil)
+	_ scheduling.Picker        = (*Picker)(nil)
+	_ scheduling.ProfilePicker = (*Picker)(nil)
+	_ scheduling.Closer        = (*Picker)(nil)
 )

@@ -420,3 +420,36 @@ func counter(t *testing.T, g prometheus.Gatherer, outcome string) float64 {
 }
 
 func picktestParams(max int) pick.Params { return pick.Params{MaxNumOfEndpoints: max} }
+
+// TestFallbacksOnlyNotAPick: a call that only orders the fallbacks (the
+// strategy-picker's scorers chose the primary) neither takes a turn among
+// tied candidates nor counts a decision.
+func TestFallbacksOnlyNotAPick(t *testing.T) {
+	entry := scheduling.ModelEntry{Name: "llama", Pricing: price(1, 2)}
+	for _, tt := range []struct {
+		name    string
+		scored  []scheduling.ScoredEndpoint
+		outcome string
+	}{
+		{name: "tied prices", scored: scoredOf(ep("a", entry), ep("b", entry), ep("c", entry)), outcome: OutcomeCheapest},
+		{name: "none priced", scored: scoredOf(ep("a"), ep("b"), ep("c")), outcome: OutcomeUnpriced},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			plain, mixed := newPicker(t, nil, 2, nil), newPicker(t, reg, 2, nil)
+			req := chatReq("llama", 100, 10)
+			fb := scheduling.PickInfo{FallbacksOnly: true}
+			for i := range 4 {
+				want := strings.Join(schedulingtest.Names(plain.PickInProfile(t.Context(), req, tt.scored, scheduling.PickInfo{}).Targets), ",")
+				peek := strings.Join(schedulingtest.Names(mixed.PickInProfile(t.Context(), req, tt.scored, fb).Targets), ",")
+				got := strings.Join(schedulingtest.Names(mixed.PickInProfile(t.Context(), req, tt.scored, scheduling.PickInfo{}).Targets), ",")
+				if got != want || peek != want {
+					t.Fatalf("pick %d: %s after a fallbacks-only call (which ordered %s), want %s", i, got, peek, want)
+				}
+			}
+			if v := counter(t, reg, tt.outcome); v != 4 {
+				t.Errorf("%s{outcome=%q} = %v, want 4 (the picks, not the fallbacks-only calls)", DecisionsMetric, tt.outcome, v)
+			}
+		})
+	}
+}

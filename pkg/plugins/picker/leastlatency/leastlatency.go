@@ -94,7 +94,13 @@ var keyPool = sync.Pool{New: func() any { return new([]uint64) }}
 // turns); then those whose first request is still running; then those
 // whose requests all failed. The primary is the first of that order,
 // fallbacks the next ones. Pick does not modify scored.
-func (p *Picker) Pick(_ context.Context, _ *scheduling.Request, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
+func (p *Picker) Pick(ctx context.Context, req *scheduling.Request, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
+	return p.PickInProfile(ctx, req, scored, scheduling.PickInfo{})
+}
+
+// PickInProfile implements scheduling.ProfilePicker: Pick, but a call that
+// only orders fallbacks (info.FallbacksOnly) does not advance the rotation among unmeasured or equal candidates.
+func (p *Picker) PickInProfile(_ context.Context, _ *scheduling.Request, scored []scheduling.ScoredEndpoint, info scheduling.PickInfo) *scheduling.ProfileResult {
 	n := len(scored)
 	if n == 0 {
 		return &scheduling.ProfileResult{}
@@ -106,7 +112,7 @@ func (p *Picker) Pick(_ context.Context, _ *scheduling.Request, scored []schedul
 	for i := range scored {
 		keys[i] = key(scored[i].Endpoint)
 	}
-	return pick.AscendingRotated(scored, keys, p.turn.Next(), p.Max)
+	return pick.AscendingRotated(scored, keys, p.turn.Turn(info), p.Max)
 }
 
 // Registration registers the least-latency-picker.
@@ -116,4 +122,7 @@ var Registration = scheduling.Registration{
 	Factory:   scheduling.Typed(DefaultParams, New),
 }
 
-var _ scheduling.Picker = (*Picker)(nil)
+var (
+	_ scheduling.Picker        = (*Picker)(nil)
+	_ scheduling.ProfilePicker = (*Picker)(nil)
+)

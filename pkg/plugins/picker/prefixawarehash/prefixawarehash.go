@@ -15,17 +15,30 @@
 // request's N candidates. The loads sum to total_in_flight, which is less
 // than N × bound, so some endpoint is under it and the walk ends.
 //
+// The loads are read live, one atomic counter per candidate at the start
+// of the pick, without a lock or a reservation: the ext_proc server counts
+// the request after scheduling returns. The bound is exact for picks that
+// do not overlap; C overlapping picks that prefer the same endpoint can
+// leave it at most C − 1 above the bound until the next pick, which sees
+// their counts (see the README).
+//
 // Without a key (a completions request, a body that was not parsed) or
 // with enabled: false, the model name's hash chooses on the same ring,
 // without a bound: every request for a model goes to one endpoint, as the
 // consistent-hash-picker would send it. A disabled instance warns when it
 // is built (the configuration's warnings, or the log).
 //
-// Rings are cached per candidate set (scheduling.CandidateSetHash), the
-// last few sets behind an atomic pointer; a request on a known set takes
-// no lock. A new instance (a reload that changes loadFactorEpsilon or
-// virtualNodes) builds its rings from its first request; the in-flight
-// counts it reads live in the datastore and survive.
+// The ring is built over a superset of the candidates (every endpoint
+// seen as a candidate recently: the pool) and cached; a request walks it
+// skipping the endpoints that are not its candidates and visiting each
+// candidate once, however many virtual nodes it has (internal/hashring),
+// which gives exactly the walk over a ring of the candidates alone. So
+// filters that narrow the candidates per request cost no build; the ring
+// is rebuilt only when an endpoint that is not on it becomes a candidate,
+// and a request takes no lock otherwise. A new instance (a reload that
+// changes loadFactorEpsilon or virtualNodes) builds its ring from its
+// first request; the in-flight counts it reads live in the datastore and
+// survive.
 package prefixawarehash
 
 import (
@@ -42,6 +55,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/go-logr/logr"
 
+	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/internal/hashring"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/internal/pick"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
@@ -132,10 +146,8 @@ type Picker struct {
 	log    logr.Logger
 	now    func() time.Time
 
-	cache   atomic.Pointer[ringCache]
-	buildMu sync.Mutex   // serialises builds on a cache miss only
-	builds  atomic.Int64 // rings built, for tests
-	closed  atomic.Bool
+	rings  *hashring.Cache
+	closed atomic.Bool
 
 	m    *metrics
 	card *cardinality
@@ -165,7 +177,11 @@ func newWithClock(name string, p Params, h scheduling.Handle, now func() time.Ti
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
 	pk := &Picker{Base: base, params: p, log: h.Logger().WithValues("plugin", name), now: now, m: m}
-	pk.cache.Store(&ringCache{})
+	pk.rings = hashring.NewCache(p.VirtualNodes, nil, func(members, points int) {
+		if l := pk.log.V(4); l.Enabled() {
+			l.Info("Prefix-aware hash ring built", "endpoints", members, "points", points)
+		}
+	})
 	pk.card = newCardinality(CardinalityWindow, now)
 	m.card.add(name, pk.card)
 	if w := DisabledWarning(name, p); w != "" {
@@ -204,11 +220,9 @@ func InFlight(e *scheduling.Endpoint) int64 {
 
 // scratch is the per-request working memory, pooled.
 type scratch struct {
-	list  []*scheduling.Endpoint // for CandidateSetHash
-	loads []int64                // by ring member
-	pos   []int32                // ring member -> index in scored
-	seen  []uint64               // bitset of members taken (fallbacks)
-	key   []byte                 // the hashed key bytes
+	view  hashring.View // the candidates on the ring, and the walk
+	loads []int64       // by index in scored
+	key   []byte        // the hashed key bytes
 }
 
 var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
@@ -218,23 +232,23 @@ var scratchPool = sync.Pool{New: func() any { return new(scratch) }}
 // documentation). Fallbacks (maxNumOfEndpoints > 1) are the next distinct
 // endpoints of the walk under the bound, then those over it, in ring
 // order. Pick does not modify scored.
-func (p *Picker) Pick(_ context.Context, req *scheduling.Request, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
+func (p *Picker) Pick(ctx context.Context, req *scheduling.Request, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
+	return p.PickInProfile(ctx, req, scored, scheduling.PickInfo{})
+}
+
+// PickInProfile implements scheduling.ProfilePicker: Pick, but a call that
+// only orders fallbacks (info.FallbacksOnly) is not recorded: no
+// requests or backend count, no prefix for the cardinality estimate, no
+// log line.
+func (p *Picker) PickInProfile(_ context.Context, req *scheduling.Request, scored []scheduling.ScoredEndpoint, info scheduling.PickInfo) *scheduling.ProfileResult {
 	n := len(scored)
 	if n == 0 {
 		return &scheduling.ProfileResult{}
 	}
 	s := scratchPool.Get().(*scratch)
-	defer scratchPool.Put(s)
-	r := p.ringFor(scored, s)
-	pos, ok := r.positions(scored, s.pos)
-	if !ok {
-		// A cached ring's member is missing from the candidates only if
-		// two sets collided on their 64-bit hash: use a ring of these.
-		r = build(scored, 0, p.params.VirtualNodes)
-		pos = nil
-	} else if pos != nil {
-		s.pos = pos
-	}
+	defer func() { s.view.Release(); scratchPool.Put(s) }()
+	v := &s.view
+	p.rings.View(scored, v)
 	var key [32]byte
 	hasKey := false
 	if p.params.Enabled {
@@ -244,25 +258,29 @@ func (p *Picker) Pick(_ context.Context, req *scheduling.Request, scored []sched
 	strategy := StrategyModelHashFallback
 	var bound int64
 	if !hasKey {
-		res = p.walkUnbounded(r, xxhash.Sum64String(ModelKey(req)), scored, pos, s)
+		res = p.walkUnbounded(v, xxhash.Sum64String(ModelKey(req)), scored)
 	} else {
 		loads := slices.Grow(s.loads[:0], n)[:n]
 		s.loads = loads
 		var total int64
-		for j := range loads {
-			loads[j] = InFlight(endpoint(scored, pos, j))
-			total += loads[j]
+		for i := range loads {
+			loads[i] = InFlight(scored[i].Endpoint)
+			total += loads[i]
 		}
 		bound = Bound(total, n, p.params.LoadFactorEpsilon)
 		var overflow bool
-		res, overflow = p.walkBounded(r, binary.BigEndian.Uint64(key[:8]), scored, pos, loads, bound, s)
+		res, overflow = p.walkBounded(v, binary.BigEndian.Uint64(key[:8]), scored, loads, bound)
 		strategy = StrategyPrefixHash
 		if overflow {
 			strategy = StrategyBoundedOverflow
 		}
-		p.card.add(p.now(), binary.BigEndian.Uint64(key[8:16]))
+		if !info.FallbacksOnly {
+			p.card.add(p.now(), binary.BigEndian.Uint64(key[8:16]))
+		}
 	}
-	p.record(strategy, res.Targets[0], bound, req)
+	if !info.FallbacksOnly {
+		p.record(strategy, res.Targets[0], bound, req)
+	}
 	return res
 }
 
@@ -289,65 +307,48 @@ func (p *Picker) record(strategy string, target *scheduling.Endpoint, bound int6
 	}
 }
 
-// endpoint returns the candidate that is ring member j.
-func endpoint(scored []scheduling.ScoredEndpoint, pos []int32, j int) *scheduling.Endpoint {
-	if pos == nil {
-		return scored[j].Endpoint
-	}
-	return scored[pos[j]].Endpoint
-}
-
-// walkUnbounded returns the owner of the first point at or after h, then
-// the next distinct owners clockwise: consistent hashing.
-func (p *Picker) walkUnbounded(r *ring, h uint64, scored []scheduling.ScoredEndpoint, pos []int32, s *scratch) *scheduling.ProfileResult {
-	at := r.start(h)
+// walkUnbounded returns the first candidate clockwise of h, then the next
+// distinct ones: consistent hashing.
+func (p *Picker) walkUnbounded(v *hashring.View, h uint64, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
+	v.Start(h)
 	if p.Max == 1 || len(scored) == 1 {
-		return pick.Single(endpoint(scored, pos, int(r.owners[at])))
+		return pick.Single(scored[v.Next()].Endpoint)
 	}
-	k := min(p.Max, len(scored))
-	seen := s.bitset(len(scored))
+	k := min(p.Max, v.Candidates())
 	targets := make([]*scheduling.Endpoint, 0, k)
-	for step := 0; step < len(r.points) && len(targets) < k; step++ {
-		j := int(r.owners[(at+step)%len(r.points)])
-		if !take(seen, j) {
-			targets = append(targets, endpoint(scored, pos, j))
-		}
+	for i := v.Next(); i >= 0 && len(targets) < k; i = v.Next() {
+		targets = append(targets, scored[i].Endpoint)
 	}
 	return &scheduling.ProfileResult{Targets: targets}
 }
 
-// walkBounded walks clockwise from the first point at or after h to the
-// first owner with loads[owner] < bound. overflow reports that the first
-// owner was at the bound. Fallbacks are the next distinct owners under
-// the bound, then the first distinct ones over it.
-func (p *Picker) walkBounded(r *ring, h uint64, scored []scheduling.ScoredEndpoint, pos []int32, loads []int64, bound int64, s *scratch) (*scheduling.ProfileResult, bool) {
-	at := r.start(h)
-	overflow := loads[r.owners[at]] >= bound
-	np := len(r.points)
+// walkBounded walks the candidates clockwise from h, each once, to the
+// first with loads[i] < bound. overflow reports that the first was at the
+// bound. Fallbacks are the next candidates under the bound, then the
+// first ones over it.
+func (p *Picker) walkBounded(v *hashring.View, h uint64, scored []scheduling.ScoredEndpoint, loads []int64, bound int64) (*scheduling.ProfileResult, bool) {
+	v.Start(h)
+	first := v.Next()
+	overflow := loads[first] >= bound
 	if p.Max == 1 || len(scored) == 1 {
-		for step := range np {
-			if j := int(r.owners[(at+step)%np]); loads[j] < bound {
-				return pick.Single(endpoint(scored, pos, j)), overflow
+		for i := first; i >= 0; i = v.Next() {
+			if loads[i] < bound {
+				return pick.Single(scored[i].Endpoint), overflow
 			}
 		}
 		// Unreachable: the loads sum to less than N × bound. Keep the
 		// least loaded should a caller break that.
-		return pick.Single(endpoint(scored, pos, argmin(loads))), true
+		return pick.Single(scored[argmin(loads)].Endpoint), true
 	}
-	k := min(p.Max, len(scored))
-	seen := s.bitset(len(scored))
+	k := min(p.Max, v.Candidates())
 	under := make([]*scheduling.Endpoint, 0, k)
 	var over []*scheduling.Endpoint
-	for step := 0; step < np && len(under) < k; step++ {
-		j := int(r.owners[(at+step)%np])
-		if take(seen, j) {
-			continue
-		}
+	for i := first; i >= 0 && len(under) < k; i = v.Next() {
 		switch {
-		case loads[j] < bound:
-			under = append(under, endpoint(scored, pos, j))
+		case loads[i] < bound:
+			under = append(under, scored[i].Endpoint)
 		case len(over) < k:
-			over = append(over, endpoint(scored, pos, j))
+			over = append(over, scored[i].Endpoint)
 		}
 	}
 	for _, e := range over {
@@ -369,64 +370,13 @@ func argmin(loads []int64) int {
 	return best
 }
 
-// bitset returns a cleared bitset of n bits from the scratch.
-func (s *scratch) bitset(n int) []uint64 {
-	w := (n + 63) / 64
-	s.seen = slices.Grow(s.seen[:0], w)[:w]
-	clear(s.seen)
-	return s.seen
-}
-
-// take sets bit j and reports whether it was already set.
-func take(bits []uint64, j int) bool {
-	w, b := j/64, uint64(1)<<(j%64)
-	if bits[w]&b != 0 {
-		return true
-	}
-	bits[w] |= b
-	return false
-}
-
-// ringFor returns the ring of the candidates, from the cache or built.
-func (p *Picker) ringFor(scored []scheduling.ScoredEndpoint, s *scratch) *ring {
-	list := slices.Grow(s.list[:0], len(scored))
-	for i := range scored {
-		list = append(list, scored[i].Endpoint)
-	}
-	set := scheduling.CandidateSetHash(list)
-	clear(list) // the pool must not keep endpoints alive
-	s.list = list[:0]
-	if r := p.cache.Load().lookup(set, len(scored)); r != nil {
-		return r
-	}
-	if p.closed.Load() {
-		p.builds.Add(1)
-		return build(scored, set, p.params.VirtualNodes) // closed: cache nothing more
-	}
-	p.buildMu.Lock()
-	defer p.buildMu.Unlock()
-	c := p.cache.Load()
-	if r := c.lookup(set, len(scored)); r != nil {
-		return r // built while this request waited
-	}
-	r := build(scored, set, p.params.VirtualNodes)
-	p.builds.Add(1)
-	if !p.closed.Load() {
-		p.cache.Store(c.with(r))
-	}
-	if l := p.log.V(4); l.Enabled() {
-		l.Info("Prefix-aware hash ring built", "endpoints", len(scored), "points", len(r.points))
-	}
-	return r
-}
-
 // Close implements scheduling.Closer: it drops the cached rings and the
 // instance's cardinality sketch, and deletes the instance's series unless
 // an instance of the same name serves on. Requests still running on the
 // old configuration build uncached rings and update no series.
 func (p *Picker) Close(info scheduling.CloseInfo) {
 	p.closed.Store(true)
-	p.cache.Store(&ringCache{})
+	p.rings.Close()
 	name := p.TypedName().Name
 	p.m.card.remove(name, p.card)
 	if !info.Successor {
@@ -442,6 +392,7 @@ var Registration = scheduling.Registration{
 }
 
 var (
-	_ scheduling.Picker = (*Picker)(nil)
-	_ scheduling.Closer = (*Picker)(nil)
+	_ scheduling.Picker        = (*Picker)(nil)
+	_ scheduling.ProfilePicker = (*Picker)(nil)
+	_ scheduling.Closer        = (*Picker)(nil)
 )

@@ -52,15 +52,30 @@ func BenchmarkPickFallback(b *testing.B) {
 	benchmarkPick(b, 1, func(int) *scheduling.Request { return req })
 }
 
-// BenchmarkBuild builds the ring of a new candidate set (once per change
-// of the set).
-func BenchmarkBuild(b *testing.B) {
+// BenchmarkPickSubsets picks over 16 different candidate subsets of the
+// pool in turn (filters that vary per request): one ring over the pool,
+// walked skipping the others (a per-subset ring cache rebuilt on every
+// miss before).
+func BenchmarkPickSubsets(b *testing.B) {
 	for _, n := range []int{10, 100, 1000} {
 		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
-			scored, _ := loaded(n)
+			p := newPicker(b, nil)
+			all, loads := loaded(n)
+			for i, l := range loads {
+				l.InFlightN.Store(int64(i % 7))
+			}
+			subsets := make([][]scheduling.ScoredEndpoint, 16)
+			for s := range subsets {
+				for i, e := range all {
+					if i%16 != s { // all but every 16th endpoint, shifted
+						subsets[s] = append(subsets[s], e)
+					}
+				}
+			}
+			p.Pick(b.Context(), systemPrompts[0], all)
 			b.ReportAllocs()
-			for b.Loop() {
-				build(scored, 1, DefaultVirtualNodes)
+			for i := 0; b.Loop(); i++ {
+				p.Pick(b.Context(), systemPrompts[i%64], subsets[(i*7)%16])
 			}
 		})
 	}

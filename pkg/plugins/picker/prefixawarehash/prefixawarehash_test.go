@@ -1,6 +1,7 @@
 package prefixawarehash
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"fmt"
 	"math/rand/v2"
@@ -16,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/internal/hashring"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/internal/pick"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/internal/picktest"
 	"github.com/switchyard-ai/switchyard/pkg/requests"
@@ -251,12 +253,33 @@ func TestBound(t *testing.T) {
 
 // refPick is the reference CHWBL choice for a request with a key: the
 // first owner clockwise from the key's hash with load < bound.
-func refPick(t *testing.T, r *ring, key [32]byte, loads []int64, bound int64) int {
+// refOrder is the reference walk, independent of the ring's code: the
+// candidates' indices ordered by the clockwise distance from h to their
+// nearest point (ties by key, as the ring orders colliding points).
+func refOrder(scored []scheduling.ScoredEndpoint, vnodes int, h uint64) []int {
+	dist := make([]uint64, len(scored))
+	order := make([]int, len(scored))
+	for i, s := range scored {
+		kh := xxhash.Sum64String(s.Endpoint.Key())
+		dist[i] = ^uint64(0)
+		for v := range vnodes {
+			dist[i] = min(dist[i], hashring.PointHash(kh, v)-h)
+		}
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int {
+		if c := cmp.Compare(dist[a], dist[b]); c != 0 {
+			return c
+		}
+		return cmp.Compare(scored[a].Endpoint.Key(), scored[b].Endpoint.Key())
+	})
+	return order
+}
+
+// refPick is the first candidate of the reference walk under the bound.
+func refPick(t *testing.T, scored []scheduling.ScoredEndpoint, key [32]byte, loads []int64, bound int64) int {
 	t.Helper()
-	h := beUint64(key[:8])
-	at, _ := slices.BinarySearch(r.points, h)
-	for step := range len(r.points) {
-		j := int(r.owners[(at+step)%len(r.points)])
+	for _, j := range refOrder(scored, DefaultVirtualNodes, beUint64(key[:8])) {
 		if loads[j] < bound {
 			return j
 		}
@@ -336,11 +359,10 @@ func TestC15_BoundedLoadNeverExceeded(t *testing.T) {
 				t.Fatalf("seq %d (N=%d, ε=%v): endpoint %d goes to %d in flight, above the bound %d (total %d)", seq, n, eps, chosen, loads[chosen]+1, bound, total)
 			}
 			key, _ := Key(req, DefaultMaxPrefixLength)
-			r := pk.cache.Load().lookup(scheduling.CandidateSetHash(endpointsOf(w.scored)), n)
-			if want := refPick(t, r, key, loads, bound); chosen != want {
+			if want := refPick(t, w.scored, key, loads, bound); chosen != want {
 				t.Fatalf("seq %d: picked %d, the first endpoint under the bound clockwise is %d", seq, chosen, want)
 			}
-			if at := r.start(beUint64(key[:8])); int(r.owners[at]) != chosen {
+			if refOrder(w.scored, DefaultVirtualNodes, beUint64(key[:8]))[0] != chosen {
 				overflows++
 			}
 			w.loads[chosen].InFlightN.Add(1)
@@ -363,7 +385,13 @@ func endpointsOf(scored []scheduling.ScoredEndpoint) []*scheduling.Endpoint {
 // as they are (sticky: each assignment stays in flight when sticky).
 func assign(t *testing.T, names []string, keys []*scheduling.Request, sticky bool, eps float64) []string {
 	t.Helper()
-	pk := newPicker(t, func(p *Params) { p.LoadFactorEpsilon = eps })
+	return assignWith(t, newPicker(t, func(p *Params) { p.LoadFactorEpsilon = eps }), names, keys, sticky)
+}
+
+// assignWith is assign with a given picker (one that may have seen other
+// endpoints: its ring is then a superset of these).
+func assignWith(t *testing.T, pk *Picker, names []string, keys []*scheduling.Request, sticky bool) []string {
+	t.Helper()
 	scored := make([]scheduling.ScoredEndpoint, len(names))
 	loads := map[string]*schedulingtest.FakeLoad{}
 	for i, name := range names {
@@ -389,7 +417,9 @@ func assign(t *testing.T, names []string, keys []*scheduling.Request, sticky boo
 // the bound's scale, the paper's setting) the overflow cascade moves a
 // few more, at most 1/20 + ε (+ 0.02 of sampling margin), and more as ε
 // shrinks (ε = 0, perfect balance, is logged only: about half the keys
-// move). The measured fractions are logged.
+// move). The measured fractions are logged. One instance that sees every
+// change (its ring over all 21 endpoints, walked skipping the absent one)
+// assigns exactly as instances that know only the current endpoints.
 func TestC15_AddOrRemoveOneEndpointMovesFewKeys(t *testing.T) {
 	const n, numKeys = 20, 20000
 	keys := make([]*scheduling.Request, numKeys)
@@ -417,11 +447,22 @@ func TestC15_AddOrRemoveOneEndpointMovesFewKeys(t *testing.T) {
 			}
 		}
 		before := assign(t, base, keys, tc.sticky, tc.eps)
+		// One instance that sees every change: its ring is built over all
+		// 21 endpoints and walked skipping the absent one. It must assign
+		// exactly as instances that know only the current endpoints.
+		shared := newPicker(t, func(p *Params) { p.LoadFactorEpsilon = tc.eps })
+		assignWith(t, shared, more, keys[:1], false)
+		if got := assignWith(t, shared, base, keys, tc.sticky); !slices.Equal(got, before) {
+			t.Fatalf("%s: the pool's ring assigns the 20 endpoints' keys differently from their own ring", label)
+		}
 		for _, change := range []struct {
 			name  string
 			after []string
 		}{{"remove pod-0", fewer}, {"add pod-20", more}} {
 			after := assign(t, change.after, keys, tc.sticky, tc.eps)
+			if got := assignWith(t, shared, change.after, keys, tc.sticky); !slices.Equal(got, after) {
+				t.Fatalf("%s, %s: the pool's ring assigns differently from the endpoints' own ring", label, change.name)
+			}
 			moved, wrong := 0, 0
 			for i := range keys {
 				if before[i] == after[i] {
@@ -540,7 +581,7 @@ func TestPickOrderIndependent(t *testing.T) {
 			t.Fatalf("key %d: %v, reordered %v, other instance %v", i, a, b, c)
 		}
 	}
-	if got := pk.builds.Load(); got != 1 {
+	if got := pk.rings.Builds(); got != 1 {
 		t.Errorf("rings built = %d, want 1 (one candidate set)", got)
 	}
 }
@@ -577,8 +618,7 @@ func TestC16_FallbackIsUnboundedModelHash(t *testing.T) {
 			}
 			// The model's hash, the same choice a ring walk from
 			// xxhash(model) makes (the consistent-hash-picker's).
-			r := build(scored, 0, DefaultVirtualNodes)
-			if want := scored[r.owners[r.start(xxhashModel("llama"))]].Endpoint; first != want {
+			if want := scored[refOrder(scored, DefaultVirtualNodes, xxhashModel("llama"))[0]].Endpoint; first != want {
 				t.Errorf("fallback picked %s, the model hash gives %s", first.Name(), want.Name())
 			}
 			if got := counter(t, reg, RequestsMetric, map[string]string{"picker": "p", "strategy": StrategyModelHashFallback}); got != 21 {
@@ -642,23 +682,22 @@ func TestC17_VirtualNodesAndReload(t *testing.T) {
 	old := newPicker(t, nil)
 	req := chat("m", "sys", "u")
 	old.Pick(t.Context(), req, scored)
-	r := old.cache.Load().rings[0]
-	if len(r.points) != 10*DefaultVirtualNodes {
-		t.Errorf("ring points = %d, want 10 × 150", len(r.points))
+	if got := old.rings.Ring().Points(); got != 10*DefaultVirtualNodes {
+		t.Errorf("ring points = %d, want 10 × 150", got)
 	}
 	for _, l := range loads {
 		l.InFlightN.Store(3)
 	}
 	reloaded := newPicker(t, func(p *Params) { p.VirtualNodes = 40; p.LoadFactorEpsilon = 0 })
-	if reloaded.cache.Load().rings[0] != nil {
-		t.Fatal("a new instance starts without rings")
+	if reloaded.rings.Ring().Members() != 0 {
+		t.Fatal("a new instance starts without a ring")
 	}
 	reloaded.Pick(t.Context(), req, scored)
-	if got := len(reloaded.cache.Load().rings[0].points); got != 10*40 {
+	if got := reloaded.rings.Ring().Points(); got != 10*40 {
 		t.Errorf("reloaded ring points = %d, want 10 × 40", got)
 	}
-	if reloaded.builds.Load() != 1 {
-		t.Errorf("builds = %d", reloaded.builds.Load())
+	if reloaded.rings.Builds() != 1 {
+		t.Errorf("builds = %d", reloaded.rings.Builds())
 	}
 	for i, l := range loads {
 		if l.InFlight() != 3 {
@@ -679,57 +718,77 @@ func TestC17_VirtualNodesAndReload(t *testing.T) {
 	}
 }
 
-// TestRingCache: rings are cached per candidate set, several sets kept.
-func TestRingCache(t *testing.T) {
-	scored, _ := loaded(8)
-	pk := newPicker(t, nil)
-	req := chat("m", "s", "u")
-	for range 3 {
-		pk.Pick(t.Context(), req, scored)
-		pk.Pick(t.Context(), req, scored[:5])
+// TestRingOverThePool: one ring over the pool; subsets of it (filters
+// that vary per request) build nothing more and pick exactly what a ring
+// of the subset alone would; a new endpoint rebuilds once; a closed
+// instance caches nothing.
+func TestRingOverThePool(t *testing.T) {
+	scored, loads := loaded(30)
+	for i, l := range loads {
+		l.InFlightN.Store(int64(i % 4))
 	}
-	if got := pk.builds.Load(); got != 2 {
-		t.Errorf("builds = %d, want 2 (two sets, each once)", got)
+	pk := newPicker(t, func(p *Params) { p.MaxNumOfEndpoints = 3 })
+	pk.Pick(t.Context(), chat("m", "s", "u"), scored)
+	rng := rand.New(rand.NewPCG(3, 4))
+	for trial := range 60 {
+		k := 1 + rng.IntN(len(scored))
+		sub := make([]scheduling.ScoredEndpoint, k)
+		for i, j := range rng.Perm(len(scored))[:k] {
+			sub[i] = scored[j]
+		}
+		fresh := newPicker(t, func(p *Params) { p.MaxNumOfEndpoints = 3 })
+		for i := range 10 {
+			req := chat("m", fmt.Sprintf("s%d", i), "u")
+			if i%3 == 0 {
+				req = &scheduling.Request{Model: fmt.Sprint("m", i)} // the model-hash fallback
+			}
+			got := schedulingtest.Names(pk.Pick(t.Context(), req, sub).Targets)
+			want := schedulingtest.Names(fresh.Pick(t.Context(), req, sub).Targets)
+			if !slices.Equal(got, want) {
+				t.Fatalf("trial %d (%d candidates), request %d: pool ring %v, the subset's own ring %v", trial, k, i, got, want)
+			}
+		}
 	}
-	for i := range cacheSize + 1 {
-		pk.Pick(t.Context(), req, scored[:i%8+1])
+	if got := pk.rings.Builds(); got != 1 {
+		t.Errorf("builds after 60 subsets = %d, want 1", got)
+	}
+	grown := append(slices.Clone(scored), scheduling.ScoredEndpoint{Endpoint: schedulingtest.Endpoint("new").Build()})
+	pk.Pick(t.Context(), chat("m", "s", "u"), grown)
+	pk.Pick(t.Context(), chat("m", "s", "u"), scored)
+	if got, m := pk.rings.Builds(), pk.rings.Ring().Members(); got != 2 || m != 31 {
+		t.Errorf("after a new endpoint: builds %d, members %d; want 2, 31", got, m)
 	}
 	pk.Close(scheduling.CloseInfo{})
-	before := pk.builds.Load()
-	pk.Pick(t.Context(), req, scored)
-	if pk.builds.Load() != before+1 || pk.cache.Load().rings[0] != nil {
+	before := pk.rings.Builds()
+	pk.Pick(t.Context(), chat("m", "s", "u"), scored)
+	if pk.rings.Builds() != before+1 || pk.rings.Ring().Members() != 0 {
 		t.Error("a closed instance must build uncached rings")
 	}
 }
 
-// TestPositionsCollision: a cached ring whose member is not among the
-// candidates (two sets colliding on their hash) is not used.
-func TestPositionsCollision(t *testing.T) {
-	a, _ := loaded(3)
-	b := []scheduling.ScoredEndpoint{a[0], a[1], {Endpoint: schedulingtest.Endpoint("stranger").Build()}}
-	r := build(a, 0, 4)
-	if _, ok := r.positions(b, nil); ok {
-		t.Error("positions accepted a candidate set the ring was not built from")
+// TestWalkVisitsEachEndpointOnce: the bounded walk visits each candidate
+// once however many virtual nodes it has: with every candidate but one at
+// the bound the pick is that one, and fallbacks are distinct.
+func TestWalkVisitsEachEndpointOnce(t *testing.T) {
+	scored, loads := loaded(6)
+	pk := newPicker(t, func(p *Params) { p.MaxNumOfEndpoints = 6; p.LoadFactorEpsilon = 0 })
+	// Loads 5, 5, 5, 5, 5, 0: total 25, bound ceil(26/6) = 5: only ep-5
+	// is under it.
+	for i, l := range loads {
+		l.InFlightN.Store(5)
+		if i == 5 {
+			l.InFlightN.Store(0)
+		}
 	}
-	if _, ok := r.positions(a[:2], nil); ok {
-		t.Error("positions accepted fewer candidates")
-	}
-	rev := []scheduling.ScoredEndpoint{a[2], a[1], a[0]}
-	pos, ok := r.positions(rev, nil)
-	if !ok || !slices.Equal(pos, []int32{2, 1, 0}) {
-		t.Errorf("positions = %v, %v", pos, ok)
-	}
-	dup := []scheduling.ScoredEndpoint{a[1], a[1], a[0]}
-	if _, ok := r.positions(dup, nil); ok {
-		t.Error("positions accepted a duplicate")
-	}
-	// Pick with a forged cache entry must still choose among the candidates.
-	pk := newPicker(t, nil)
-	forged := build(a, scheduling.CandidateSetHash(endpointsOf(b)), 4)
-	pk.cache.Store((&ringCache{}).with(forged))
-	got := pk.Pick(t.Context(), chat("m", "s", "u"), b).Targets[0]
-	if !slices.ContainsFunc(b, func(s scheduling.ScoredEndpoint) bool { return s.Endpoint == got }) {
-		t.Errorf("picked %s, not a candidate", got.Name())
+	for i := range 50 {
+		res := pk.Pick(t.Context(), chat("m", fmt.Sprintf("s%d", i), "u"), scored)
+		names := schedulingtest.Names(res.Targets)
+		if names[0] != "ep-5" {
+			t.Fatalf("key %d: primary %s, want ep-5, the only one under the bound", i, names[0])
+		}
+		if len(names) != 6 || len(slices.Compact(slices.Sorted(slices.Values(names)))) != 6 {
+			t.Fatalf("key %d: targets %v, want the six candidates once each", i, names)
+		}
 	}
 }
 
@@ -903,4 +962,52 @@ func find(t *testing.T, g prometheus.Gatherer, name string, labels map[string]st
 		}
 	}
 	return nil
+}
+
+// TestFallbacksOnlyNotAPick: a call that only orders the fallbacks (the
+// strategy-picker's scorers chose the primary) is not counted: no request
+// or backend series moves and its prefix does not enter the cardinality
+// estimate; the order it returns is the pick's.
+func TestFallbacksOnlyNotAPick(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	clock := time.Unix(1_700_000_000, 0)
+	p := DefaultParams()
+	p.MaxNumOfEndpoints = 3
+	pk, err := newWithClock("p", p, handleWith(reg, logr.Discard()), func() time.Time { return clock })
+	if err != nil {
+		t.Fatal(err)
+	}
+	scored, _ := loaded(5)
+	fb := scheduling.PickInfo{FallbacksOnly: true}
+	for i := range 20 {
+		req := chat("m", fmt.Sprintf("s%d", i), "u")
+		order := pk.PickInProfile(t.Context(), req, scored, fb)
+		if len(order.Targets) != 3 {
+			t.Fatalf("fallbacks-only call ordered %v", schedulingtest.Names(order.Targets))
+		}
+		if got, want := schedulingtest.Names(order.Targets), schedulingtest.Names(pk.Pick(t.Context(), req, scored).Targets); !slices.Equal(got, want) {
+			t.Fatalf("fallbacks-only order %v, the pick's %v", got, want)
+		}
+	}
+	pk.PickInProfile(t.Context(), &scheduling.Request{Model: "m"}, scored, fb) // no key
+	if got := counter(t, reg, RequestsMetric, map[string]string{"picker": "p", "strategy": StrategyPrefixHash}); got != 20 {
+		t.Errorf("%s{strategy=%q} = %v, want 20 (the picks only)", RequestsMetric, StrategyPrefixHash, got)
+	}
+	if got := counter(t, reg, RequestsMetric, map[string]string{"picker": "p", "strategy": StrategyModelHashFallback}); got != 0 {
+		t.Errorf("%s{strategy=%q} = %v, want 0", RequestsMetric, StrategyModelHashFallback, got)
+	}
+	sum := 0.0
+	for _, e := range scored {
+		sum += gauge(t, reg, DistributionMetric, map[string]string{"picker": "p", "backend": e.Endpoint.Name()})
+	}
+	if sum != 20 {
+		t.Errorf("backend distribution sums to %v, want 20", sum)
+	}
+	// Fallbacks-only calls with new prefixes add nothing to the estimate.
+	for i := range 30 {
+		pk.PickInProfile(t.Context(), chat("m", fmt.Sprintf("other%d", i), "u"), scored, fb)
+	}
+	if got := gauge(t, reg, CardinalityMetric, map[string]string{"picker": "p"}); got < 19 || got > 21 {
+		t.Errorf("cardinality = %v, want about 20 (the picks' prefixes)", got)
+	}
 }

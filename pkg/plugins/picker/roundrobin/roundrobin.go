@@ -45,11 +45,17 @@ func New(name string, p Params, h scheduling.Handle) (*Picker, error) {
 // Pick implements scheduling.Picker: the k-th request (from 0) gets
 // scored[k mod n], then the next endpoints in order. Pick does not modify
 // scored.
-func (p *Picker) Pick(_ context.Context, _ *scheduling.Request, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
+func (p *Picker) Pick(ctx context.Context, req *scheduling.Request, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
+	return p.PickInProfile(ctx, req, scored, scheduling.PickInfo{})
+}
+
+// PickInProfile implements scheduling.ProfilePicker: Pick, but a call that
+// only orders fallbacks (info.FallbacksOnly) does not advance the counter.
+func (p *Picker) PickInProfile(_ context.Context, _ *scheduling.Request, scored []scheduling.ScoredEndpoint, info scheduling.PickInfo) *scheduling.ProfileResult {
 	if len(scored) == 0 {
 		return &scheduling.ProfileResult{}
 	}
-	return pick.Rotated(scored, p.turn.Next(), p.Max)
+	return pick.Rotated(scored, p.turn.Turn(info), p.Max)
 }
 
 // Registration registers the round-robin-picker.
@@ -59,4 +65,7 @@ var Registration = scheduling.Registration{
 	Factory:   scheduling.Typed(DefaultParams, New),
 }
 
-var _ scheduling.Picker = (*Picker)(nil)
+var (
+	_ scheduling.Picker        = (*Picker)(nil)
+	_ scheduling.ProfilePicker = (*Picker)(nil)
+)

@@ -3,9 +3,9 @@
 // (C-02 … C-05).
 //
 // The profile's scorers run first. When they clearly decide, one
-// endpoint's weighted score being strictly the highest and at least
-// scorerThreshold × the profile's total scorer weight, the strategy-picker
-// takes that endpoint. Otherwise its strategy, one of the nine of
+// endpoint's weighted score being at least scorerThreshold × the profile's
+// total scorer weight and ahead of the runner-up's by at least
+// scorerMargin × that weight, the strategy-picker takes that endpoint. Otherwise its strategy, one of the nine of
 // pkg/scheduling/strategies, chooses among all the scored candidates.
 //
 // A strategy is an ordinary picker type (round-robin-picker, …). The
@@ -38,6 +38,16 @@ const Type = "strategy-picker"
 // DefaultScorerThreshold is the default scorerThreshold.
 const DefaultScorerThreshold = 0.3
 
+// DefaultScorerMargin is the default scorerMargin: the top weighted score
+// must lead the runner-up's by 5% of the profile's total weight (0.35 with
+// the default profile's weights 2, 2, 3). The guide's scorers decide in
+// steps (a KV overlap at or above its threshold); ours are continuous, so
+// without a margin a lead of float noise would decide nearly every pick
+// and the strategy would almost never run. 5% is a lead no rounding or
+// jitter of normalised scores produces, yet small enough that a real
+// preference (a cached prefix, a shorter queue) still decides.
+const DefaultScorerMargin = 0.05
+
 // Params configures a strategy-picker.
 type Params struct {
 	pick.Params
@@ -57,12 +67,16 @@ type Params struct {
 	// that an endpoint's weighted score must reach, while being strictly
 	// the highest, for the scorers to decide. 0..1; default 0.3.
 	ScorerThreshold float64 `json:"scorerThreshold"`
+	// ScorerMargin is the fraction of the profile's total scorer weight by
+	// which the top weighted score must beat the runner-up's for the
+	// scorers to decide. 0..1; default 0.05. 0 means any strict lead.
+	ScorerMargin float64 `json:"scorerMargin"`
 }
 
 // DefaultParams returns the default parameters: one endpoint, RoundRobin,
-// threshold 0.3.
+// threshold 0.3, margin 0.05.
 func DefaultParams() Params {
-	return Params{Params: pick.DefaultParams(), Strategy: strategies.Default, ScorerThreshold: DefaultScorerThreshold}
+	return Params{Params: pick.DefaultParams(), Strategy: strategies.Default, ScorerThreshold: DefaultScorerThreshold, ScorerMargin: DefaultScorerMargin}
 }
 
 // Validate reports every invalid parameter, each prefixed by its field
@@ -78,6 +92,9 @@ func (p *Params) Validate() error {
 	if !(p.ScorerThreshold >= 0 && p.ScorerThreshold <= 1) {
 		errs = append(errs, fmt.Errorf("scorerThreshold: must be a fraction in 0..1 of the profile's total scorer weight, got %v", p.ScorerThreshold))
 	}
+	if !(p.ScorerMargin >= 0 && p.ScorerMargin <= 1) {
+		errs = append(errs, fmt.Errorf("scorerMargin: must be a fraction in 0..1 of the profile's total scorer weight, got %v", p.ScorerMargin))
+	}
 	return errors.Join(errs...)
 }
 
@@ -86,6 +103,7 @@ type Picker struct {
 	pick.Base
 	params    Params // effective: Strategy canonical
 	threshold float64
+	margin    float64
 	strategy  scheduling.Picker
 	pstrategy scheduling.ProfilePicker // strategy, when it is one
 	log       logr.Logger
@@ -132,6 +150,7 @@ func New(name string, p Params, h scheduling.Handle) (*Picker, error) {
 		Base:      base,
 		params:    p,
 		threshold: p.ScorerThreshold,
+		margin:    p.ScorerMargin,
 		strategy:  strat,
 		log:       h.Logger().WithValues("plugin", name),
 		metrics:   vec,
@@ -165,11 +184,14 @@ func (p *Picker) Pick(ctx context.Context, req *scheduling.Request, scored []sch
 }
 
 // PickInProfile implements scheduling.ProfilePicker. When one endpoint's
-// weighted score is strictly the highest and at least scorerThreshold ×
-// info.TotalWeight (which must be positive), the scorers decided and that
+// weighted score is at least scorerThreshold × info.TotalWeight (which
+// must be positive) and beats every other one by at least scorerMargin ×
+// info.TotalWeight (strictly, when the margin is 0), the scorers decided and that
 // endpoint is the primary target; otherwise the strategy chooses among all
 // of scored. Fallbacks (maxNumOfEndpoints > 1) follow the primary in the
-// strategy's order. Pick may reorder scored.
+// strategy's order; when the scorers decided, the strategy is asked for
+// that order with info.FallbacksOnly, so that it records no pick. Pick may
+// reorder scored.
 func (p *Picker) PickInProfile(ctx context.Context, req *scheduling.Request, scored []scheduling.ScoredEndpoint, info scheduling.PickInfo) *scheduling.ProfileResult {
 	if len(scored) == 0 {
 		return &scheduling.ProfileResult{}
@@ -187,12 +209,16 @@ func (p *Picker) PickInProfile(ctx context.Context, req *scheduling.Request, sco
 	p.byScorers.Inc()
 	if l := p.log.V(4); l.Enabled() {
 		l.Info("Strategy picker: the scorers decided", "endpoint", chosen.Endpoint.String(), "score", chosen.Score,
-			"threshold", p.threshold*info.TotalWeight, "totalWeight", info.TotalWeight, "request", requestID(req))
+			"threshold", p.threshold*info.TotalWeight, "margin", p.margin*info.TotalWeight, "totalWeight", info.TotalWeight, "request", requestID(req))
 	}
 	if p.Max == 1 {
 		return pick.Single(chosen.Endpoint)
 	}
-	rest := p.runStrategy(ctx, req, scored, info).Targets
+	// The strategy only orders the fallbacks: it must not count this as a
+	// pick of its own (rotations, decision counters, statistics).
+	fallbacks := info
+	fallbacks.FallbacksOnly = true
+	rest := p.runStrategy(ctx, req, scored, fallbacks).Targets
 	targets := make([]*scheduling.Endpoint, 1, min(p.Max, len(scored)))
 	targets[0] = chosen.Endpoint
 	for _, e := range rest {
@@ -207,22 +233,24 @@ func (p *Picker) PickInProfile(ctx context.Context, req *scheduling.Request, sco
 }
 
 // decided returns the index of the endpoint the scorers chose, or -1: the
-// unique highest score, if it reaches the threshold of a positive total
-// weight.
+// highest score, if it reaches the threshold of a positive total weight
+// and leads the runner-up by the margin (a lone candidate has no
+// runner-up). A tie at the top never decides.
 func (p *Picker) decided(scored []scheduling.ScoredEndpoint, totalWeight float64) int {
 	if !(totalWeight > 0) || math.IsInf(totalWeight, 1) {
 		return -1
 	}
-	best, unique := 0, true
+	best, second := 0, math.Inf(-1)
 	for i := 1; i < len(scored); i++ {
-		switch s := scored[i].Score; {
-		case s > scored[best].Score:
-			best, unique = i, true
-		case s == scored[best].Score:
-			unique = false
+		if s := scored[i].Score; s > scored[best].Score {
+			second = scored[best].Score
+			best = i
+		} else if s > second {
+			second = s
 		}
 	}
-	if !unique || !(scored[best].Score >= p.threshold*totalWeight) {
+	top := scored[best].Score
+	if !(top >= p.threshold*totalWeight) || !(top > second) || !(top-second >= p.margin*totalWeight) {
 		return -1
 	}
 	return best

@@ -77,6 +77,10 @@ func TestValidate(t *testing.T) {
 		{name: "nested maxNumOfEndpoints", params: `{"strategyParameters": {"maxNumOfEndpoints": 2}}`, wantErrs: []string{"strategyParameters: maxNumOfEndpoints: not allowed here; set maxNumOfEndpoints on the plugin itself"}},
 		{name: "threshold above 1", params: `{"scorerThreshold": 1.5}`, wantErrs: []string{"scorerThreshold: must be a fraction in 0..1 of the profile's total scorer weight, got 1.5"}},
 		{name: "negative threshold", params: `{"scorerThreshold": -0.1}`, wantErrs: []string{"scorerThreshold: must be a fraction in 0..1"}},
+		{name: "margin above 1", params: `{"scorerMargin": 1.5}`, wantErrs: []string{"scorerMargin: must be a fraction in 0..1 of the profile's total scorer weight, got 1.5"}},
+		{name: "negative margin", params: `{"scorerMargin": -0.01}`, wantErrs: []string{"scorerMargin: must be a fraction in 0..1"}},
+		{name: "margin bounds", params: `{"scorerMargin": 0}`},
+		{name: "margin one", params: `{"scorerMargin": 1}`},
 		{name: "every problem at once", params: `{"strategy": "x", "strategyParameters": 3, "scorerThreshold": 2, "maxNumOfEndpoints": 0}`, wantErrs: []string{
 			"maxNumOfEndpoints: must be >= 1, got 0", `strategy: unknown strategy "x"`, "strategyParameters: expected an object", "scorerThreshold: must be a fraction"}},
 	}
@@ -117,7 +121,7 @@ func TestFactory(t *testing.T) {
 	}
 	eff, _ := h.Params("p")
 	if want := (Params{Params: pick.Params{MaxNumOfEndpoints: 2}, Strategy: "LeastBusy", ScorerThreshold: 0.3}); eff.(Params).Strategy != want.Strategy || eff.(Params).ScorerThreshold != want.ScorerThreshold {
-		t.Errorf("effective parameters = %+v, want the canonical strategy name and the default threshold", eff)
+		t.Errorf("effective parameters = %+v, want the canonical strategy name and the default threshold and margin", eff)
 	}
 
 	// Decoding errors are the factory's, like every plugin's.
@@ -176,24 +180,38 @@ func TestC02_ScorersDecideElseStrategy(t *testing.T) {
 		scores      []float64
 		totalWeight float64
 		threshold   float64
+		margin      float64
 		want        string // the primary, or "strategy" when the strategy decides
 	}{
-		{name: "clear winner", scores: []float64{1, 5.5, 2}, totalWeight: total, threshold: 0.3, want: "ep-1"},
-		{name: "at the threshold", scores: []float64{2.1, 1, 0}, totalWeight: total, threshold: 0.3, want: "ep-0"},
-		{name: "below the threshold", scores: []float64{2, 1, 0}, totalWeight: total, threshold: 0.3, want: "strategy"},
-		{name: "tie at the top", scores: []float64{6, 6, 1}, totalWeight: total, threshold: 0.3, want: "strategy"},
-		{name: "all equal", scores: []float64{7, 7, 7}, totalWeight: total, threshold: 0.3, want: "strategy"},
-		{name: "tie below the top does not matter", scores: []float64{1, 1, 6}, totalWeight: total, threshold: 0.3, want: "ep-2"},
-		{name: "no scorers", scores: []float64{0, 0, 0}, totalWeight: 0, threshold: 0.3, want: "strategy"},
-		{name: "threshold zero: any strict winner", scores: []float64{0, 0.01, 0}, totalWeight: total, threshold: 0, want: "ep-1"},
-		{name: "threshold one: only a perfect score", scores: []float64{6.9, 1, 0}, totalWeight: total, threshold: 1, want: "strategy"},
-		{name: "threshold one, perfect", scores: []float64{7, 1, 0}, totalWeight: total, threshold: 1, want: "ep-0"},
-		{name: "one candidate above", scores: []float64{3}, totalWeight: total, threshold: 0.3, want: "ep-0"},
+		{name: "clear winner", scores: []float64{1, 5.5, 2}, totalWeight: total, threshold: 0.3, margin: 0.05, want: "ep-1"},
+		{name: "at the threshold", scores: []float64{2.1, 1, 0}, totalWeight: total, threshold: 0.3, margin: 0.05, want: "ep-0"},
+		{name: "below the threshold", scores: []float64{2, 1, 0}, totalWeight: total, threshold: 0.3, margin: 0.05, want: "strategy"},
+		{name: "tie at the top", scores: []float64{6, 6, 1}, totalWeight: total, threshold: 0.3, margin: 0.05, want: "strategy"},
+		{name: "tie at the top, margin zero", scores: []float64{6, 6, 1}, totalWeight: total, threshold: 0.3, margin: 0, want: "strategy"},
+		{name: "all equal", scores: []float64{7, 7, 7}, totalWeight: total, threshold: 0.3, margin: 0.05, want: "strategy"},
+		{name: "tie below the top does not matter", scores: []float64{1, 1, 6}, totalWeight: total, threshold: 0.3, margin: 0.05, want: "ep-2"},
+		{name: "no scorers", scores: []float64{0, 0, 0}, totalWeight: 0, threshold: 0.3, margin: 0.05, want: "strategy"},
+		{name: "threshold zero, margin zero: any strict winner", scores: []float64{0, 0.01, 0}, totalWeight: total, threshold: 0, margin: 0, want: "ep-1"},
+		{name: "threshold one: only a perfect score", scores: []float64{6.9, 1, 0}, totalWeight: total, threshold: 1, margin: 0.05, want: "strategy"},
+		{name: "threshold one, perfect", scores: []float64{7, 1, 0}, totalWeight: total, threshold: 1, margin: 0.05, want: "ep-0"},
+		{name: "one candidate above", scores: []float64{3}, totalWeight: total, threshold: 0.3, margin: 0.05, want: "ep-0"},
+		{name: "one candidate below", scores: []float64{2}, totalWeight: total, threshold: 0.3, margin: 0.05, want: "strategy"},
+		// The margin: the top must beat the runner-up by margin × total
+		// weight (0.35 here), not by float noise.
+		{name: "float-noise lead", scores: []float64{5, 5 + 1e-9, 1}, totalWeight: total, threshold: 0.3, margin: 0.05, want: "strategy"},
+		{name: "float-noise lead, margin zero", scores: []float64{5, 5 + 1e-9, 1}, totalWeight: total, threshold: 0.3, margin: 0, want: "ep-1"},
+		{name: "lead just under the margin", scores: []float64{5, 5.34, 1}, totalWeight: total, threshold: 0.3, margin: 0.05, want: "strategy"},
+		{name: "lead at the margin", scores: []float64{5, 5.375, 1}, totalWeight: total, threshold: 0.3, margin: 0.05, want: "ep-1"},
+		{name: "runner-up after the top", scores: []float64{5.5, 1, 5.4}, totalWeight: total, threshold: 0.3, margin: 0.05, want: "strategy"},
+		{name: "runner-up before the top", scores: []float64{5.4, 1, 5.5}, totalWeight: total, threshold: 0.3, margin: 0.05, want: "strategy"},
+		{name: "margin one: only perfect over zero", scores: []float64{7, 0, 0}, totalWeight: total, threshold: 0, margin: 1, want: "ep-0"},
+		{name: "margin one, runner-up above zero", scores: []float64{7, 0.5, 0}, totalWeight: total, threshold: 0, margin: 1, want: "strategy"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			params := DefaultParams()
 			params.ScorerThreshold = tt.threshold
+			params.ScorerMargin = tt.margin
 			reg := prometheus.NewRegistry()
 			p, f := newPicker(t, params, reg)
 			res := p.PickInProfile(t.Context(), &scheduling.Request{ID: "r"}, schedulingtest.Scored(tt.scores...), scheduling.PickInfo{TotalWeight: tt.totalWeight, Scorers: 3})
@@ -291,6 +309,47 @@ func TestProfilePickerStrategy(t *testing.T) {
 	p.PickInProfile(t.Context(), nil, schedulingtest.Scored(0.1, 0.1), info)
 	if f.lastInfo == nil || *f.lastInfo != info {
 		t.Errorf("strategy got %+v, want %+v", f.lastInfo, info)
+	}
+}
+
+// When the scorers decided and maxNumOfEndpoints > 1, the strategy is
+// asked only for the fallbacks' order, with FallbacksOnly, so that it does
+// not record a pick; when the strategy decides, it is a pick of its own.
+func TestFallbacksOnlyTellsTheStrategy(t *testing.T) {
+	h := schedulingtest.NewHandle(t)
+	f := &fakeProfileStrategy{fakeStrategy{typ: "round-robin-picker", name: "p/strategy", max: 3}}
+	h.AddPlugin(f.name, f)
+	params := DefaultParams()
+	params.MaxNumOfEndpoints = 3
+	p, err := New("p", params, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info := scheduling.PickInfo{Profile: "default", TotalWeight: 1, Scorers: 1}
+	// The scorers decide ep-1: the strategy orders the fallbacks only.
+	if got := names(p.PickInProfile(t.Context(), nil, schedulingtest.Scored(0, 0.9, 0), info)); !strings.HasPrefix(got, "ep-1,") {
+		t.Fatalf("scorers decided: %s, want ep-1 first", got)
+	}
+	want := info
+	want.FallbacksOnly = true
+	if f.lastInfo == nil || *f.lastInfo != want {
+		t.Errorf("fallbacks: strategy got %+v, want %+v", f.lastInfo, want)
+	}
+	// The strategy decides: an ordinary pick.
+	p.PickInProfile(t.Context(), nil, schedulingtest.Scored(0, 0, 0), info)
+	if f.lastInfo == nil || *f.lastInfo != info {
+		t.Errorf("strategy decided: strategy got %+v, want %+v", f.lastInfo, info)
+	}
+	// With one endpoint wanted, the scorers' pick never calls the strategy.
+	params.MaxNumOfEndpoints = 1
+	f.calls, f.lastInfo = 0, nil
+	p1, err := New("p", params, h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1.PickInProfile(t.Context(), nil, schedulingtest.Scored(0, 0.9, 0), info)
+	if f.calls != 0 || f.lastInfo != nil {
+		t.Errorf("max 1, scorers decided: strategy called %d times (%+v)", f.calls, f.lastInfo)
 	}
 }
 

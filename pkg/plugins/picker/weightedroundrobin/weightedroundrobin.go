@@ -80,7 +80,13 @@ var weightPool = sync.Pool{New: func() any { return new([]uint64) }}
 // MaxNumOfEndpoints come back when fewer have a positive weight. With no
 // positive weight, Pick is round robin over scored. Pick does not modify
 // scored.
-func (p *Picker) Pick(_ context.Context, _ *scheduling.Request, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
+func (p *Picker) Pick(ctx context.Context, req *scheduling.Request, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
+	return p.PickInProfile(ctx, req, scored, scheduling.PickInfo{})
+}
+
+// PickInProfile implements scheduling.ProfilePicker: Pick, but a call that
+// only orders fallbacks (info.FallbacksOnly) does not advance the round-robin counter of the all-weights-zero case.
+func (p *Picker) PickInProfile(_ context.Context, _ *scheduling.Request, scored []scheduling.ScoredEndpoint, info scheduling.PickInfo) *scheduling.ProfileResult {
 	n := len(scored)
 	if n == 0 {
 		return &scheduling.ProfileResult{}
@@ -99,7 +105,7 @@ func (p *Picker) Pick(_ context.Context, _ *scheduling.Request, scored []schedul
 		}
 	}
 	if total == 0 {
-		return pick.Rotated(scored, p.turn.Next(), p.Max)
+		return pick.Rotated(scored, p.turn.Turn(info), p.Max)
 	}
 	if p.Max == 1 {
 		return pick.Single(scored[draw(w, p.Rng.Uint64N(total))].Endpoint)
@@ -139,4 +145,7 @@ var Registration = scheduling.Registration{
 	Factory:   scheduling.Typed(DefaultParams, New),
 }
 
-var _ scheduling.Picker = (*Picker)(nil)
+var (
+	_ scheduling.Picker        = (*Picker)(nil)
+	_ scheduling.ProfilePicker = (*Picker)(nil)
+)

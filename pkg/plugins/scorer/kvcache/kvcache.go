@@ -9,6 +9,7 @@ package kvcache
 import (
 	"context"
 
+	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/internal/minmax"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
@@ -43,7 +44,14 @@ func (s *Scorer) Category() scheduling.ScorerCategory { return scheduling.Distri
 
 // Score implements scheduling.Scorer.
 func (s *Scorer) Score(_ context.Context, _ *scheduling.Request, endpoints []*scheduling.Endpoint, scores []float64) {
+	// An endpoint that is not scraped (never measured) scores 0 next to
+	// measured ones, never as an empty cache (see minmax.Measured).
+	mixed := minmax.Measured(endpoints)
 	for i, e := range endpoints {
+		if mixed && e.Metrics().UpdateTime.IsZero() {
+			scores[i] = 0
+			continue
+		}
 		scores[i] = 1 - e.Metrics().KVCacheUsagePercent
 	}
 }

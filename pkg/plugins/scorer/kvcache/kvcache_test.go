@@ -2,6 +2,7 @@ package kvcache
 
 import (
 	"testing"
+	"time"
 
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling/schedulingtest"
@@ -54,5 +55,31 @@ func TestScore(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestScoreUnmeasured: an endpoint that is not scraped (zero UpdateTime)
+// scores 0 next to measured ones, never as an empty cache; with none
+// measured the zeros are used as GIE does.
+func TestScoreUnmeasured(t *testing.T) {
+	s, err := New(Type, DefaultParams(), schedulingtest.NewHandle(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mixed := schedulingtest.Endpoints(2, func(i int, b *schedulingtest.EndpointBuilder) {
+		b.KVCache(0.5)
+		if i == 0 {
+			b.KVCache(0).UpdateTime(time.Time{})
+		}
+	})
+	scores := make([]float64, 2)
+	s.Score(t.Context(), &scheduling.Request{}, mixed, scores)
+	if scores[0] != 0 || scores[1] != 0.5 {
+		t.Errorf("mixed: scores %v, want [0 0.5]", scores)
+	}
+	none := schedulingtest.Endpoints(2, func(_ int, b *schedulingtest.EndpointBuilder) { b.UpdateTime(time.Time{}) })
+	s.Score(t.Context(), &scheduling.Request{}, none, scores)
+	if scores[0] != 1 || scores[1] != 1 {
+		t.Errorf("none measured: scores %v, want [1 1]", scores)
 	}
 }

@@ -14,6 +14,16 @@ type Rotation struct{ n atomic.Uint64 }
 // Next returns this request's turn: 0, 1, 2, ...
 func (r *Rotation) Next() uint64 { return r.n.Add(1) - 1 }
 
+// Turn returns this request's turn, as Next, unless info says the call
+// only orders fallbacks: then the turn the next pick will take, without
+// advancing the rotation.
+func (r *Rotation) Turn(info scheduling.PickInfo) uint64 {
+	if info.FallbacksOnly {
+		return r.n.Load()
+	}
+	return r.Next()
+}
+
 // Rotated returns min(k, len(scored)) targets in rotation: scored[c mod n]
 // first, then the endpoints after it in input order, wrapping around.
 // Successive turns c walk the list in order. An empty scored gives an

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling/schedulingtest"
 )
 
@@ -116,5 +117,23 @@ func TestRotateAllocs(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(100, func() { AscendingRotated(scored, keys, 3, 1) }); n != 1 {
 		t.Errorf("AscendingRotated(k=1) allocates %v times, want 1", n)
+	}
+}
+
+// A call that only orders fallbacks sees the turn the next pick takes and
+// does not advance the rotation.
+func TestRotationTurnFallbacksOnly(t *testing.T) {
+	var r Rotation
+	fb := scheduling.PickInfo{FallbacksOnly: true}
+	for want := range uint64(4) {
+		if got := r.Turn(fb); got != want {
+			t.Fatalf("Turn(fallbacks only) = %d, want %d (the next pick's)", got, want)
+		}
+		if got := r.Turn(fb); got != want {
+			t.Fatalf("Turn(fallbacks only) again = %d, want %d", got, want)
+		}
+		if got := r.Turn(scheduling.PickInfo{}); got != want {
+			t.Fatalf("Turn(pick) = %d, want %d", got, want)
+		}
 	}
 }

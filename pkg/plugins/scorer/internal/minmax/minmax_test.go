@@ -1,7 +1,9 @@
 package minmax
 
 import (
+	"slices"
 	"testing"
+	"time"
 
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling/schedulingtest"
@@ -43,5 +45,42 @@ func TestScoreAllocs(t *testing.T) {
 	scores := make([]float64, len(eps))
 	if n := testing.AllocsPerRun(100, func() { Score(eps, scores, queue) }); n != 0 {
 		t.Errorf("Score allocates %v times, want 0", n)
+	}
+}
+
+// TestScoreUnmeasured: an endpoint that is not scraped (zero UpdateTime)
+// never scores as idle next to measured ones; with none measured the
+// values are used as they are.
+func TestScoreUnmeasured(t *testing.T) {
+	build := func(values []int, unmeasured ...int) []*scheduling.Endpoint {
+		return schedulingtest.Endpoints(len(values), func(i int, b *schedulingtest.EndpointBuilder) {
+			b.Queue(values[i])
+			if slices.Contains(unmeasured, i) {
+				b.UpdateTime(time.Time{})
+			}
+		})
+	}
+	for _, tt := range []struct {
+		name       string
+		values     []int
+		unmeasured []int
+		want       []float64
+	}{
+		{"unmeasured zero next to loaded", []int{0, 10, 20}, []int{0}, []float64{0, 1, 0}},
+		{"unmeasured next to equal measured", []int{0, 5, 5}, []int{0}, []float64{0, 1, 1}},
+		{"all unmeasured: as GIE", []int{0, 0}, []int{0, 1}, []float64{1, 1}},
+		{"none unmeasured", []int{0, 10}, nil, []float64{1, 0}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			eps := build(tt.values, tt.unmeasured...)
+			scores := make([]float64, len(eps))
+			Score(eps, scores, queue)
+			if !slices.Equal(scores, tt.want) {
+				t.Errorf("scores %v, want %v", scores, tt.want)
+			}
+			if got, want := Measured(eps), len(tt.unmeasured) > 0 && len(tt.unmeasured) < len(eps); got != want {
+				t.Errorf("Measured = %v, want %v", got, want)
+			}
+		})
 	}
 }
