@@ -21,8 +21,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/switchyard-ai/switchyard/pkg/server/health"
-	"github.com/switchyard-ai/switchyard/pkg/tokenauth"
 	"github.com/switchyard-ai/switchyard/pkg/tlsutil"
+	"github.com/switchyard-ai/switchyard/pkg/tokenauth"
 )
 
 // Fixed bounds of the listeners (the tunable ones are in Config).

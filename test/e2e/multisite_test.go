@@ -279,7 +279,9 @@ peers:
 
 	t.Run("a relay that stops answering: unreachable, one log line each way", func(t *testing.T) {
 		s := sites["b"]
-		failed := func() int { return len(s.epp.epp.jsonLogs("Polling the site-relay failed; sites' load is not updated until it recovers")) }
+		failed := func() int {
+			return len(s.epp.epp.jsonLogs("Polling the site-relay failed; sites' load is not updated until it recovers"))
+		}
 		recovered := func() int { return len(s.epp.epp.jsonLogs("Polling the site-relay recovered")) }
 		f0, r0 := failed(), recovered()
 		require.NoError(t, s.relay.cmd.Process.Signal(syscall.SIGSTOP))

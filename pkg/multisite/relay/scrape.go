@@ -25,8 +25,8 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/switchyard-ai/switchyard/pkg/multisite/signals"
-	"github.com/switchyard-ai/switchyard/pkg/tokenauth"
 	"github.com/switchyard-ai/switchyard/pkg/tlsutil"
+	"github.com/switchyard-ai/switchyard/pkg/tokenauth"
 )
 
 // MaxMetricsBytes bounds an EPP /metrics body.
