@@ -37,8 +37,8 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/plugins/datalayer/metricssource"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 	"github.com/switchyard-ai/switchyard/pkg/server/health"
-	"github.com/switchyard-ai/switchyard/pkg/tokenauth"
 	"github.com/switchyard-ai/switchyard/pkg/tlsutil"
+	"github.com/switchyard-ai/switchyard/pkg/tokenauth"
 )
 
 // Config is what the flags of `epp serve` set. Zero durations and sizes
