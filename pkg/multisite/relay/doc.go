@@ -82,11 +82,18 @@
 // Logs: one error when a peer starts failing, one line when it recovers.
 //
 // Kept rows are re-stamped on this relay's clock, keeping their age at
-// the peer: stamp = receipt − (peer's Date − peer's stamp), so the clocks
-// of different sites never need to agree (the Date's one-second precision
-// can make a row look up to a second younger, never newer than its
-// receipt). Every round, failed or not, advances each peer's round count
-// and round end, relayed as grid_peer_poll_rounds_total and
+// the peer: stamp = receipt − (peer's now − peer's stamp), so the clocks
+// of different sites never need to agree. The peer's now is its
+// X-Grid-Now-Ms header (milliseconds; this relay sends it too, with Date,
+// from one clock reading), or its Date when it sends none (whose
+// one-second precision can make a row look up to a second younger, never
+// newer than its receipt). A row is re-stamped once: while the peer's
+// stamp of a (provider, series) is unchanged the relayed stamp stays the
+// same on every poll (an unchanged row is never a new sample for the EPP),
+// and a row with another peer stamp gets a relayed stamp later than the
+// last one (a new sample is never older than the one before it). Every
+// round, failed or not, advances each peer's round count and round end,
+// relayed as grid_peer_poll_rounds_total and
 // grid_peer_poll_round_end_timestamp_seconds rows.
 //
 // # Serving (G-03, G-47, G-71)
@@ -97,7 +104,8 @@
 // (its own and its peers', each tagged with the verified site), a peer
 // gets this site's rows only, and anyone else 403 (with a JSON body, so
 // that client can count "unauthorized"). The Date header and the rows
-// stamped "now" come from one clock reading.
+// stamped "now" come from one clock reading, sent again in milliseconds as
+// X-Grid-Now-Ms.
 //
 // Every provider gets a grid_provider_publishes_load row (G-47): 0 for
 // this site's providers without metricsConfig (a), 1 for those with one,

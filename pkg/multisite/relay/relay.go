@@ -451,7 +451,8 @@ func (r *Relay) serveSignals(w http.ResponseWriter, req *http.Request) {
 		client = ClientLocalEPP
 	}
 	r.m.requests.WithLabelValues(client).Inc()
-	// One clock reading for the Date header and the rows stamped now.
+	// One clock reading for the Date and X-Grid-Now-Ms headers and the
+	// rows stamped now.
 	now := r.clock.Now()
 	samples := r.assemble(now, idx == 0)
 	buf := getBuffer()
@@ -477,7 +478,7 @@ func (r *Relay) serveSignals(w http.ResponseWriter, req *http.Request) {
 	r.m.responseBytes.WithLabelValues(client).Set(float64(buf.Len()))
 	h := w.Header()
 	h.Set("Content-Type", signals.ContentType)
-	h.Set("Date", now.UTC().Format(http.TimeFormat))
+	signals.SetClock(h, now)
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	if req.Method == http.MethodGet {

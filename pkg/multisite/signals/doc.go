@@ -36,7 +36,12 @@
 //
 // Every response carries a Date header (RFC 1123) read from the same clock
 // as the stamps; the receiver judges stamps against it (the skew rule), so
-// that the clocks of different sites never need to agree.
+// that the clocks of different sites never need to agree. Date has whole
+// seconds; the same reading in Unix milliseconds comes in the
+// X-Grid-Now-Ms header (HeaderNow; SetClock writes both, ResponseClock
+// reads them), so that a receiver can tell a row's age at the sender
+// (now minus its stamp) to the millisecond. A receiver falls back to Date
+// when X-Grid-Now-Ms is absent or not inside the second Date names.
 //
 // # Rules
 //
