@@ -23,7 +23,11 @@
 //     cluster, provider): the latest reading of each pool gauge (running,
 //     queue, ready endpoints, flow-control queue, KV-cache utilisation),
 //     of grid_provider_publishes_load and of
-//     grid_provider_config_generation, each with its stamp. The generation
+//     grid_provider_config_generation, each with its stamp; the
+//     provider's load freshness (Provider.Stamp) is the newest stamp of
+//     the pool load readings only, never of the publishes_load row (which
+//     the relay stamps at every response) or the generation row, which
+//     advance Provider.LastHeard instead. The generation
 //     scopes learning (G-06, G-12): a row with a new generation value
 //     starts a new generation (Provider.GenerationSince) and clears the
 //     readings stamped before it; without the row learning stays off;
@@ -39,8 +43,8 @@
 // Rows merge: a reading is replaced by a row of its series whose stamp is
 // not older; a site's rows that a body leaves out (a truncated target, a
 // peer the relay cannot reach) keep their last value and stamp, which is
-// what silence is judged from. A provider whose newest row is older than
-// the latest Date minus MaxAge (24 h) is dropped. Rows of a site the
+// what silence is judged from. A provider whose newest row (LastHeard) is
+// older than the latest Date minus MaxAge (24 h) is dropped. Rows of a site the
 // topology does not hold, or of a provider whose grid_cluster is not the
 // site's cluster, are refused (IngestResult.SiteMismatch; the poller
 // counts them as site_mismatch).
