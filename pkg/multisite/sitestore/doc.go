@@ -40,6 +40,12 @@
 // its relay: Snapshot.ReadAt (the EPP's clock) and that response's Date
 // (the relay's clock, the one the stamps are on).
 //
+// Each read of the relay is its whole view for grid_provider_publishes_load:
+// a provider whose row a read leaves out (a relay restarted during a
+// partition that has not heard from the peer since) has PublishesLoad
+// reset to unknown, so it is unmeasured until the row comes back (G-47,
+// G-49); its other readings stay.
+//
 // Rows merge: a reading is replaced by a row of its series whose stamp is
 // not older; a site's rows that a body leaves out (a truncated target, a
 // peer the relay cannot reach) keep their last value and stamp, which is

@@ -238,7 +238,10 @@ func (s *Store) setTopologyLocked(top *topology.Topology) {
 // read at readAt on the EPP's clock, and publishes a new snapshot. A row
 // replaces the reading of its series when its stamp is not older; a
 // grid_provider_config_generation row with a new value starts a new
-// generation and clears the provider's readings stamped before it. Rows
+// generation and clears the provider's readings stamped before it. The
+// read is the relay's whole view: a provider whose
+// grid_provider_publishes_load row it does not carry has PublishesLoad
+// reset to unknown (unmeasured, G-47..G-49). Rows
 // of sites (or clusters) the topology does not hold, and of providers
 // beyond MaxProvidersPerSite, are refused and counted.
 func (s *Store) Ingest(samples []signals.Sample, date, readAt time.Time) IngestResult {
@@ -248,6 +251,8 @@ func (s *Store) Ingest(samples []signals.Sample, date, readAt time.Time) IngestR
 	var (
 		last     *siteState
 		lastProv *Provider
+		// The providers whose publishes_load row this ingest carries.
+		says = map[*Provider]struct{}{}
 	)
 	for i := range samples {
 		sm := &samples[i]
@@ -291,10 +296,14 @@ func (s *Store) Ingest(samples []signals.Sample, date, readAt time.Time) IngestR
 			}
 			lastProv = p
 		}
+		if sm.Name == signals.NamePublishesLoad {
+			says[p] = struct{}{}
+		}
 		if apply(p, sm) {
 			st.pub = nil
 		}
 	}
+	s.forgetPublishesLoadLocked(says)
 	res.Expired = s.expireLocked(date)
 	s.readAt, s.date = readAt, date
 	s.ingests++
@@ -380,6 +389,25 @@ func apply(p *Provider, sm *signals.Sample) bool {
 func (p *Provider) heard(stamp time.Time) {
 	if stamp.After(p.LastHeard) {
 		p.LastHeard = stamp
+	}
+}
+
+// forgetPublishesLoadLocked resets PublishesLoad to unknown for every
+// provider whose publishes_load row the ingest did not carry: each read
+// of the relay is its whole view, and a relay that no longer states a
+// provider's row (one restarted during a partition that has not heard
+// from the peer since, G-49) makes it unmeasured (G-47, G-48). The
+// provider's other readings stay, and it is dropped by the MaxAge rule
+// like any provider the relay stopped sending.
+func (s *Store) forgetPublishesLoadLocked(says map[*Provider]struct{}) {
+	for _, st := range s.sites {
+		for _, p := range st.providers {
+			if _, ok := says[p]; ok || !p.PublishesLoad.Known() {
+				continue
+			}
+			p.PublishesLoad = Reading{}
+			st.pub = nil
+		}
 	}
 }
 

@@ -134,6 +134,7 @@ func TestIngest(t *testing.T) {
 	assert.Equal(t, 5.0, bp.Running.Value)
 	assert.Equal(t, 0.5, bp.Queue.Value, "an older row does not replace a newer one")
 	assert.Equal(t, date.Add(-time.Second), bp.Stamp)
+	assert.False(t, bp.PublishesLoadKnown(), "the read carried no publishes_load row for it")
 	assert.Equal(t, uint64(12), b2.Rounds, "rows left out keep their last value")
 }
 
@@ -329,4 +330,49 @@ func TestSnapshotWhileIngesting(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// TestPublishesLoadFollowsEachIngest: every read of the relay is its
+// whole view, so a provider whose publishes_load row a read leaves out
+// (a relay restarted during a partition that has not heard from the peer
+// since, G-49) is unmeasured until the row comes back (G-47, G-48); its
+// other readings stay, and once the relay stops mentioning it at all it
+// is dropped by the MaxAge rule.
+func TestPublishesLoadFollowsEachIngest(t *testing.T) {
+	s := New(threeSites(t))
+	pub := func(v float64, at time.Time) signals.Sample {
+		return prov(signals.NamePublishesLoad, "site-b", "cluster-b", "pool", v, at)
+	}
+	steps := []struct {
+		name     string
+		rows     []signals.Sample
+		known    bool // PublishesLoad.Known
+		publish  bool // PublishesLoadKnown
+		present  bool
+		running  float64
+		expired  int
+		deltaSec int
+	}{
+		{name: "the relay says 1", rows: batch("site-b", "cluster-b", "pool", 1, date, 4), known: true, publish: true, present: true, running: 4},
+		{name: "the relay restarted: no row for the peer's provider", rows: rounds("site-b", date.Add(time.Second), 1, date.Add(time.Second)), present: true, running: 4, deltaSec: 1},
+		{name: "the relay says 0 (no load received since it started)", rows: []signals.Sample{pub(0, date.Add(2*time.Second))}, known: true, present: true, running: 4, deltaSec: 2},
+		{name: "the site returns", rows: concat(batch("site-b", "cluster-b", "pool", 1, date.Add(3*time.Second), 6)), known: true, publish: true, present: true, running: 6, deltaSec: 3},
+		{name: "an empty read", rows: nil, present: true, running: 6, deltaSec: 4},
+		{name: "the row again, stamped later", rows: []signals.Sample{pub(1, date.Add(5*time.Second))}, known: true, publish: true, present: true, running: 6, deltaSec: 5},
+		{name: "never mentioned again: dropped after MaxAge", rows: nil, expired: 1, deltaSec: int((MaxAge + time.Minute) / time.Second)},
+	}
+	for _, st := range steps {
+		d := date.Add(time.Duration(st.deltaSec) * time.Second)
+		res := s.Ingest(st.rows, d, time.Now())
+		assert.Equal(t, st.expired, res.Expired, st.name)
+		b, _ := s.Snapshot().Site("site-b")
+		p, ok := b.Provider("pool")
+		require.Equal(t, st.present, ok, st.name)
+		if !ok {
+			continue
+		}
+		assert.Equal(t, st.known, p.PublishesLoad.Known(), st.name)
+		assert.Equal(t, st.publish, p.PublishesLoadKnown(), st.name)
+		assert.Equal(t, st.running, p.Running.Value, "%s: the load readings stay", st.name)
+	}
 }
