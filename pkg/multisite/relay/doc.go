@@ -55,7 +55,12 @@
 // A failing scrape keeps the provider's last batch, relayed with its own
 // stamps, for staleMetricsSeconds (default 30, G-08): the EPP sees no new
 // sample and judges the site silent, while its last readiness stands.
-// After that the batch is dropped. Either way the provider still
+// After that the readiness is no longer kept: the batch is dropped and a
+// single llm_d_epp_ready_endpoints 0 row, stamped at the window end (one
+// sample however often it is served; relayed until it is MaxAge old),
+// tells the EPP, whose store would otherwise keep the last readiness
+// standing (rows a body leaves out keep their value). A peer relay does not
+// count that lone 0 as a load row (G-47 b). Either way the provider still
 // publishes load (G-50), and its MetricsAvailable condition (on /status)
 // is False with the reason (ScrapeFailed, HTTPStatus, Unauthorized,
 // TooLarge, Malformed, NoSeries, TokenFile) and the error as message;

@@ -241,6 +241,12 @@ func (p *peerState) accept(res pollResult, drop func(signals.DropReason)) {
 			pp.says = s.Value == 1
 			continue
 		case signals.NameConfigGeneration:
+		case signals.NameReadyEndpoints:
+			// A lone readiness 0 is what a peer serves once its scrape
+			// has failed past staleMetricsSeconds (G-08): no load.
+			if s.Value != 0 {
+				pp.loadReceived = true
+			}
 		default:
 			pp.loadReceived = true
 		}

@@ -370,7 +370,10 @@ func (r *Relay) applyScrape(t *scrapeTarget, res scrapeResult, now time.Time) {
 // publishes_load row (stamped now), and, for a provider with metrics,
 // the series of its last batch while it is no older than
 // staleMetricsSeconds (G-08; stamped when read) and the generation row
-// of a qualified batch (G-06). Called with r.mu held.
+// of a qualified batch (G-06). Past that window the last readiness is no
+// longer kept: the batch is dropped and one llm_d_epp_ready_endpoints 0
+// row, stamped at the window end (so it is one sample however often it is
+// served), says so, until it is MaxAge old. Called with r.mu held.
 func (r *Relay) ownRows(now time.Time, out []signals.Sample) []signals.Sample {
 	for _, ps := range r.providers {
 		row := func(name string, v float64, stamp time.Time) signals.Sample {
@@ -385,7 +388,16 @@ func (r *Relay) ownRows(now time.Time, out []signals.Sample) []signals.Sample {
 		// scrape fails (G-50): it goes silent instead.
 		out = append(out, row(signals.NamePublishesLoad, 1, now))
 		b := ps.last
-		if b == nil || now.Sub(b.readAt) > time.Duration(mc.StaleMetricsSeconds)*time.Second {
+		if b == nil {
+			continue
+		}
+		stale := time.Duration(mc.StaleMetricsSeconds) * time.Second
+		if now.Sub(b.readAt) > stale {
+			// G-08: the window is over; the EPP must not keep the last
+			// readiness (the rows it holds would stand until MaxAge).
+			if end := b.readAt.Add(stale); now.Sub(end) < signals.MaxAge {
+				out = append(out, row(signals.NameReadyEndpoints, 0, end))
+			}
 			continue
 		}
 		for i, name := range signals.PoolSeries {

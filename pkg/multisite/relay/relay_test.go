@@ -18,6 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard-ai/switchyard/pkg/multisite/signals"
+	"github.com/switchyard-ai/switchyard/pkg/multisite/sitestore"
+	"github.com/switchyard-ai/switchyard/pkg/multisite/topology"
 )
 
 // TestG01_ScrapeIntervalDefaultEnvAndLoop: the scrape interval defaults to
@@ -238,7 +240,8 @@ func TestG06_GenerationPerQualifiedBatch(t *testing.T) {
 
 // TestG08_StaleMetricsKeepsLastReadiness: while the scrape fails, the last
 // batch is relayed with its own stamps for staleMetricsSeconds, then
-// dropped; the provider still publishes load (G-50).
+// dropped for a readiness 0 row stamped at the window end; the provider
+// still publishes load (G-50).
 func TestG08_StaleMetricsKeepsLastReadiness(t *testing.T) {
 	e := newEnv(t)
 	a := e.site("a", "127.0.4.1")
@@ -268,8 +271,11 @@ func TestG08_StaleMetricsKeepsLastReadiness(t *testing.T) {
 	clock.Add(time.Second)
 	res, _ = e.fetch(r, a, a.epp)
 	rows = rowsOf(res, "a")
-	assert.NotContains(t, rows, signals.NameReadyEndpoints+"/pool", "dropped after staleMetricsSeconds")
-	assert.Len(t, rows, 1)
+	assert.NotContains(t, rows, signals.NameAverageRunning+"/pool", "dropped after staleMetricsSeconds")
+	ready = rows[signals.NameReadyEndpoints+"/pool"]
+	assert.Equal(t, 0.0, ready.Value, "the readiness is not kept past the window")
+	assert.True(t, ready.Stamp.Equal(t0.Add(30*time.Second)), "stamped at the window end: %s", ready.Stamp)
+	assert.Len(t, rows, 2)
 	assert.Equal(t, 1.0, rows[signals.NamePublishesLoad+"/pool"].Value, "still publishes load")
 	assert.False(t, r.Status().Providers[0].Serving)
 
@@ -278,6 +284,75 @@ func TestG08_StaleMetricsKeepsLastReadiness(t *testing.T) {
 	res, _ = e.fetch(r, a, a.epp)
 	ready = rowsOf(res, "a")[signals.NameReadyEndpoints+"/pool"]
 	assert.True(t, ready.Stamp.Equal(t0.Add(31*time.Second)))
+}
+
+// TestG08_WindowEndNotReadyAtEPP: the seed says staleMetricsSeconds is
+// how long a failing scrape keeps the last readiness. What the EPP's
+// store holds, fed every body the relay serves: the last readiness (2)
+// within the window, no new sample; past it ready endpoints 0 (one new
+// sample at the window end, not one per read), not the stale 2 that
+// silence alone would keep standing until MaxAge; the other readings keep
+// their old stamps (stale). A restarted peer relay does not take that
+// lone 0 for load (G-49).
+func TestG08_WindowEndNotReadyAtEPP(t *testing.T) {
+	e := newEnv(t)
+	a := e.site("a", "127.0.4.2")
+	b := e.site("b", "127.0.4.3")
+	epp := newStubEPP(t, "127.0.4.2", "pool")
+	epp.load(2, 0, 1, 0.2)
+	clock := newFakeClock()
+	cfg := e.config(a, epp.url, b)
+	cfg.Providers[0].MetricsConfig.StaleMetricsSeconds = 30
+	r, _ := newRelay(t, cfg, clock)
+	start(t, r, false)
+	top, skipped := topology.Build(topology.Local{Site: "a", Cluster: "cluster-a"}, nil, nil)
+	require.Empty(t, skipped)
+	store := sitestore.New(top)
+	read := func() sitestore.Provider {
+		t.Helper()
+		res, resp := e.fetch(r, a, a.epp)
+		date, err := http.ParseTime(resp.Header.Get("Date"))
+		require.NoError(t, err)
+		store.Ingest(res.Samples, date, time.Now())
+		site, _ := store.Snapshot().Site("a")
+		p, ok := site.Provider("pool")
+		require.True(t, ok)
+		return *p
+	}
+	r.ScrapeOnce(context.Background())
+	p := read()
+	assert.Equal(t, 2.0, p.Ready.Value)
+	epp.mode.Store(1)
+	for _, d := range []time.Duration{10 * time.Second, 20 * time.Second} {
+		clock.Add(d)
+		r.ScrapeOnce(context.Background())
+		p = read()
+		assert.Equal(t, 2.0, p.Ready.Value, "kept within the window")
+		assert.True(t, p.Stamp.Equal(t0), "no new sample")
+	}
+	end := t0.Add(30 * time.Second)
+	for range 3 {
+		clock.Add(2 * time.Second)
+		r.ScrapeOnce(context.Background())
+		p = read()
+		assert.Equal(t, 0.0, p.Ready.Value, "past the window: not ready")
+		assert.True(t, p.Ready.Stamp.Equal(end), "one sample, at the window end: %s", p.Ready.Stamp)
+		assert.True(t, p.Running.Stamp.Equal(t0), "the other readings stay stale")
+		assert.True(t, p.PublishesLoadKnown(), "G-50")
+	}
+
+	// A peer relay started now hears only that 0: the provider stays
+	// unmeasured there.
+	rb, _ := newRelay(t, e.config(b, "", a), clock)
+	start(t, rb, false)
+	rb.PollRound(context.Background())
+	res, _ := e.fetch(rb, b, b.epp)
+	for _, s := range res.Samples {
+		if s.Site == "a" && s.Name == signals.NamePublishesLoad {
+			assert.Equal(t, 0.0, s.Value, "G-47 b: no load received from a since b started")
+		}
+	}
+	assert.Contains(t, rowsOf(res, "a"), signals.NameReadyEndpoints+"/pool", "the 0 is relayed")
 }
 
 // TestG50_ScrapeFailureCondition: a failing scrape shows as a
