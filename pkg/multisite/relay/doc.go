@@ -36,7 +36,12 @@
 //	llm_d_epp_average_kv_cache_utilization  {name="<provider>"}
 //	llm_d_epp_flow_control_queue_size       sum of the series {inference_pool="<provider>"}
 //
-// A series that is absent, NaN, infinite or negative is not read. A scrape
+// A series without that label is the provider's only when its endpoint
+// serves that one provider; on an endpoint shared by several providers it
+// is attributed to none (not read, counted in
+// grid_relay_scrape_unattributed_series_total, and named in the
+// MetricsAvailable message). A series that is absent, NaN, infinite or
+// negative is not read. A scrape
 // that read all five is a qualified batch: it carries one
 // grid_provider_config_generation row (G-06), stamped with the batch. The
 // generation is a 53-bit FNV-1a hash of the site, cluster, provider name,

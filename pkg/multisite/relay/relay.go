@@ -324,6 +324,9 @@ func (r *Relay) applyScrape(t *scrapeTarget, res scrapeResult, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	failed := 0
+	if res.unattributed > 0 {
+		r.m.unattributed.Add(float64(res.unattributed))
+	}
 	for _, pi := range t.providers {
 		ps := r.providers[pi]
 		ps.lastScrape = now
@@ -336,6 +339,9 @@ func (r *Relay) applyScrape(t *scrapeTarget, res scrapeResult, now time.Time) {
 			result, msg = ScrapeNoSeries, fmt.Sprintf("GET %s: none of the five llm_d_epp_* pool series is labelled name=%q", t.endpoint, ps.cfg.Name)
 		case !b.qualified():
 			result, msg = ScrapeIncomplete, fmt.Sprintf("missing %v: the batch is not qualified, no grid_provider_config_generation row", b.missing())
+		}
+		if res.unattributed > 0 && (result == ScrapeNoSeries || result == ScrapeIncomplete) {
+			msg += fmt.Sprintf(" (%d series without a name/inference_pool label not read: the endpoint serves %d providers)", res.unattributed, len(t.providers))
 		}
 		r.m.scrapes.WithLabelValues(ps.cfg.Name, result).Inc()
 		if b != nil {

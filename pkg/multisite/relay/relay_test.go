@@ -110,8 +110,9 @@ llm_d_epp_average_kv_cache_utilization{name="p1"} 0.25
 inference_extension_info{commit="c",build_ref="r"} 1
 some_other_family{{{ garbage
 `
-	got, result, err := parseEPPMetrics(strings.NewReader(text), []string{"p1", "p2", "p3"})
+	got, unattributed, result, err := parseEPPMetrics(strings.NewReader(text), []string{"p1", "p2", "p3"})
 	require.NoError(t, err, result)
+	assert.Zero(t, unattributed)
 	require.Contains(t, got, "p1")
 	assert.True(t, got["p1"].qualified())
 	assert.Equal(t, [5]float64{3, 1, 2, 5, 0.25}, got["p1"].values)
@@ -121,15 +122,16 @@ some_other_family{{{ garbage
 	assert.Equal(t, []string{signals.NameAverageRunning, signals.NameAverageQueue, signals.NameAverageKVCache}, got["p2"].missing())
 	assert.NotContains(t, got, "p3")
 
-	// A family of one unlabelled series is the provider's.
-	got, _, err = parseEPPMetrics(strings.NewReader("llm_d_epp_ready_endpoints 4\n"), []string{"p"})
+	// A family of one unlabelled series is the provider's when the
+	// endpoint serves one provider.
+	got, _, _, err = parseEPPMetrics(strings.NewReader("llm_d_epp_ready_endpoints 4\n"), []string{"p"})
 	require.NoError(t, err)
 	assert.Equal(t, 4.0, got["p"].values[2])
 
-	_, result, err = parseEPPMetrics(strings.NewReader("llm_d_epp_ready_endpoints{name=\"p\" 4\n"), []string{"p"})
+	_, _, result, err = parseEPPMetrics(strings.NewReader("llm_d_epp_ready_endpoints{name=\"p\" 4\n"), []string{"p"})
 	assert.Error(t, err)
 	assert.Equal(t, ScrapeMalformed, result)
-	_, result, err = parseEPPMetrics(io.LimitReader(zeros{}, MaxMetricsBytes+10), []string{"p"})
+	_, _, result, err = parseEPPMetrics(io.LimitReader(zeros{}, MaxMetricsBytes+10), []string{"p"})
 	assert.ErrorIs(t, err, errTooLarge)
 	assert.Equal(t, ScrapeTooLarge, result)
 }
@@ -170,6 +172,61 @@ llm_d_epp_average_kv_cache_utilization{name="pool"} 0.1
 		s += "inference_extension_info{commit=\"" + info + "\",build_ref=\"x\"} 1\n"
 	}
 	return s
+}
+
+// TestParseEPPMetricsUnlabelledSeveralProviders: on an endpoint serving
+// several providers an unlabelled series (no name label; for flow control
+// no inference_pool label) belongs to none of them: it is not read for
+// any and counted; the labelled series still are. With one provider the
+// same body is read as that provider's.
+func TestParseEPPMetricsUnlabelledSeveralProviders(t *testing.T) {
+	text := `llm_d_epp_average_running_requests 3
+llm_d_epp_average_queue_size 1
+llm_d_epp_ready_endpoints{name="p1"} 2
+llm_d_epp_ready_endpoints{name="p2"} 5
+llm_d_epp_flow_control_queue_size{fairness_id="a",priority="0"} 2
+llm_d_epp_flow_control_queue_size{fairness_id="b",priority="0"} 4
+llm_d_epp_average_kv_cache_utilization 0.5
+`
+	got, unattributed, _, err := parseEPPMetrics(strings.NewReader(text), []string{"p1", "p2"})
+	require.NoError(t, err)
+	assert.Equal(t, 5, unattributed, "running, queue, two flow-control series, KV cache")
+	for p, ready := range map[string]float64{"p1": 2, "p2": 5} {
+		require.Contains(t, got, p)
+		assert.Equal(t, []string{signals.NameAverageRunning, signals.NameAverageQueue, signals.NameFlowControlQueue, signals.NameAverageKVCache}, got[p].missing(), p)
+		assert.Equal(t, ready, got[p].values[2], p)
+	}
+
+	got, unattributed, _, err = parseEPPMetrics(strings.NewReader(strings.ReplaceAll(text, `{name="p2"} 5`, `{name="px"} 5`)), []string{"p1"})
+	require.NoError(t, err)
+	assert.Zero(t, unattributed)
+	assert.True(t, got["p1"].qualified(), "one provider: its unlabelled series are its own")
+	assert.Equal(t, [5]float64{3, 1, 2, 6, 0.5}, got["p1"].values)
+}
+
+// TestUnattributedSeriesCounted: a relay whose two providers share one
+// metrics endpoint that serves unlabelled series does not give them to
+// either, counts them, and says why in the condition.
+func TestUnattributedSeriesCounted(t *testing.T) {
+	e := newEnv(t)
+	a := e.site("a", "127.0.4.4")
+	url := textEPP(t, "127.0.4.4", func() string {
+		return "llm_d_epp_average_running_requests 3\nllm_d_epp_ready_endpoints 2\n"
+	})
+	cfg := e.config(a, url)
+	cfg.Providers = append(cfg.Providers, Provider{Name: "pool2", MetricsConfig: &MetricsConfig{Endpoint: url, StaleMetricsSeconds: 30}})
+	r, reg := newRelay(t, cfg, newFakeClock())
+	start(t, r, false)
+	r.ScrapeOnce(context.Background())
+	assert.Equal(t, 2.0, metricValue(t, reg, MetricUnattributed, nil))
+	for _, p := range r.Status().Providers {
+		c := p.Conditions[0]
+		assert.Equal(t, "NoSeries", c.Reason, p.Name)
+		assert.Contains(t, c.Message, "2 series without a name/inference_pool label not read", p.Name)
+	}
+	res, _ := e.fetch(r, a, a.epp)
+	assert.NotContains(t, rowsOf(res, "a"), signals.NameReadyEndpoints+"/pool")
+	assert.NotContains(t, rowsOf(res, "a"), signals.NameReadyEndpoints+"/pool2")
 }
 
 // TestG06_GenerationPerQualifiedBatch: a qualified batch (all five series)
