@@ -87,7 +87,8 @@
 // skew rule); at most 64 providers per peer. Each poll is counted in
 // grid_peer_poll_total{peer,outcome}, outcomes ok, unreachable,
 // bad_identity (the peer's certificate is not its identity), unauthorized
-// (the peer refused us: a TLS alert, or 401/403), bad_status, too_large,
+// (the peer refused us: a TLS alert, or 401/403), bad_status (another
+// status, a redirect too: redirects are never followed), too_large,
 // no_date. A failed poll keeps the peer's last rows with their stamps.
 // Logs: one error when a peer starts failing, one line when it recovers.
 //

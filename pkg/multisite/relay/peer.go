@@ -68,10 +68,15 @@ func newPeerState(p Peer, cfg *Config, clientCert func(*tls.CertificateRequestIn
 	return &peerState{
 		cfg:    p,
 		url:    p.URL(),
-		client: &http.Client{Transport: tr, Timeout: cfg.RequestTimeout},
+		client: &http.Client{Transport: tr, Timeout: cfg.RequestTimeout, CheckRedirect: noRedirects},
 		known:  map[string]*peerProvider{},
 	}
 }
+
+// noRedirects makes the client return a redirect as it is (then polled as
+// bad_status): the peer's address is the configuration's, and a redirect
+// must not move the poll to another host.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // pollResult is one poll of one peer.
 type pollResult struct {
@@ -104,6 +109,9 @@ func (p *peerState) poll(ctx context.Context, now func() time.Time) pollResult {
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return pollResult{outcome: OutcomeUnauthorized, err: fmt.Errorf("GET %s: %s: %s", p.url, resp.Status, snippet(resp.Body))}
 	default:
+		if loc := resp.Header.Get("Location"); loc != "" {
+			return pollResult{outcome: OutcomeBadStatus, err: fmt.Errorf("GET %s: %s to %.200q: redirects are not followed", p.url, resp.Status, loc)}
+		}
 		return pollResult{outcome: OutcomeBadStatus, err: fmt.Errorf("GET %s: %s", p.url, resp.Status)}
 	}
 	date, peerNow, err := signals.ResponseClock(resp.Header)

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -98,6 +99,38 @@ func TestG02_WrongIdentityRefused(t *testing.T) {
 		assert.Equal(t, []string{"a", "b"}, sitesOf(res))
 		assert.Len(t, rowsOf(res, "b"), 6+2, "b's provider rows and round rows")
 	})
+}
+
+// TestPeerRedirectNotFollowed: a peer answering 302 to another server
+// (one that would even prove the peer's identity and serve valid rows) is
+// polled as bad_status with the Location in the message; the poll never
+// reaches the other server and no rows are accepted.
+func TestPeerRedirectNotFollowed(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.site("a", "127.0.8.5"), e.site("b", "127.0.8.6")
+	clock := newFakeClock()
+	var reached atomic.Int32
+	serve := signalsHandler(clock.Now(), body(t, peerRows("b", "pool", clock.Now())))
+	other := e.peerServer(b.ip, b.leaf, func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		serve(w, r)
+	})
+	addr := e.peerServer(b.ip, b.leaf, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "https://"+other+signals.Path, http.StatusFound)
+	})
+	cfg := e.config(a, "")
+	cfg.Peers = []Peer{{Site: "b", Address: addr}}
+	cfg.SetDefaults()
+	r, reg := newRelay(t, cfg, clock)
+	start(t, r, false)
+	r.PollRound(context.Background())
+	assert.Equal(t, 1.0, metricValue(t, reg, MetricPeerPolls, map[string]string{"peer": "b", "outcome": OutcomeBadStatus}))
+	assert.Zero(t, reached.Load(), "the redirect was not followed")
+	st := r.Status().Peers[0]
+	assert.Equal(t, OutcomeBadStatus, st.LastOutcome)
+	assert.Contains(t, st.Message, "302")
+	assert.Contains(t, st.Message, other)
+	assert.Zero(t, st.Rows)
 }
 
 // TestPeerRowsKeepTheirAge: a peer's rows are re-stamped on this relay's
