@@ -59,7 +59,11 @@
 // *PeerError (no_certificate, untrusted, wrong_identity). A client checks
 // its server in the handshake (ClientConfig with VerifyPeer): the error it
 // gets is the *PeerError. A server that wants refused clients to know why
-// checks in its handler and answers 403 (see VerifyPeer).
+// checks in its handler and answers 403 (see VerifyPeer). Identities
+// compare in Identity.Canonical form (pins in any case, with or without
+// colons; SPIFFE IDs with the trust domain lower-cased, no trailing
+// slash); Identity.Overlaps reports two that one certificate could prove
+// both of, which a configuration that must tell clients apart refuses.
 //
 // # Metrics
 //

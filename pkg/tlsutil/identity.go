@@ -61,6 +61,49 @@ func (id Identity) Validate() error {
 	return errors.Join(errs...)
 }
 
+// Canonical returns id in the form comparisons use: the pin as 64
+// lowercase hex digits without ':' (any case and colons accepted), the
+// SPIFFE ID as parsed, with its scheme and trust domain lower-cased and no
+// trailing '/'. A value that does not parse is only trimmed.
+func (id Identity) Canonical() Identity {
+	out := Identity{SPIFFEID: strings.TrimSpace(id.SPIFFEID), SHA256: strings.TrimSpace(id.SHA256)}
+	if out.SHA256 != "" {
+		if pin, err := ParsePin(out.SHA256); err == nil {
+			out.SHA256 = hex.EncodeToString(pin[:])
+		}
+	}
+	if out.SPIFFEID != "" {
+		if u, err := url.Parse(out.SPIFFEID); err == nil && u.Host != "" {
+			out.SPIFFEID = strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host) + strings.TrimRight(u.EscapedPath(), "/")
+		}
+	}
+	return out
+}
+
+// Overlaps reports whether one certificate could prove both id and other,
+// so a verifier could not tell them apart: they set a component in common
+// (SPIFFE ID or pin), and every component both set is equal (compared in
+// Canonical form). An identity with only a SPIFFE ID and one with only a
+// pin do not overlap (nothing in the configuration ties them), nor does a
+// zero identity.
+func (id Identity) Overlaps(other Identity) bool {
+	a, b := id.Canonical(), other.Canonical()
+	common := false
+	if a.SPIFFEID != "" && b.SPIFFEID != "" {
+		if a.SPIFFEID != b.SPIFFEID {
+			return false
+		}
+		common = true
+	}
+	if a.SHA256 != "" && b.SHA256 != "" {
+		if a.SHA256 != b.SHA256 {
+			return false
+		}
+		common = true
+	}
+	return common
+}
+
 // Match reports whether leaf proves id: its only URI SAN equals SPIFFEID
 // (when set) and its SHA-256 equals the pin (when set). An empty identity
 // matches nothing.

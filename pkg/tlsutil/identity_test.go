@@ -333,3 +333,35 @@ func TestHandlerLevelRefusal(t *testing.T) {
 		assert.Equal(t, tt.code, resp.StatusCode, string(body))
 	}
 }
+
+// TestIdentityCanonicalAndOverlaps: identities compare as a verifier sees
+// them: pins in any case, with or without colons; SPIFFE IDs with the
+// trust domain lower-cased and no trailing slash; one certificate that
+// could prove two identities makes them overlap.
+func TestIdentityCanonicalAndOverlaps(t *testing.T) {
+	pin := strings.Repeat("ab", 32)
+	pinColons := strings.TrimSuffix(strings.Repeat("AB:", 32), ":")
+	assert.Equal(t, tlsutil.Identity{SHA256: pin}, tlsutil.Identity{SHA256: " " + pinColons + " "}.Canonical())
+	assert.Equal(t, tlsutil.Identity{SPIFFEID: "spiffe://grid.example/site/A"}, tlsutil.Identity{SPIFFEID: "SPIFFE://Grid.Example/site/A/"}.Canonical(), "the path keeps its case")
+	assert.Equal(t, tlsutil.Identity{SHA256: "xyz"}, tlsutil.Identity{SHA256: "xyz"}.Canonical(), "unparsable: trimmed only")
+	tests := []struct {
+		name string
+		a, b tlsutil.Identity
+		want bool
+	}{
+		{"same pin, other form", tlsutil.Identity{SHA256: pin}, tlsutil.Identity{SHA256: pinColons}, true},
+		{"other pins", tlsutil.Identity{SHA256: pin}, tlsutil.Identity{SHA256: strings.Repeat("cd", 32)}, false},
+		{"same SPIFFE ID, other form", tlsutil.Identity{SPIFFEID: "spiffe://td/site/a"}, tlsutil.Identity{SPIFFEID: "spiffe://TD/site/a/"}, true},
+		{"path case matters", tlsutil.Identity{SPIFFEID: "spiffe://td/site/a"}, tlsutil.Identity{SPIFFEID: "spiffe://td/site/A"}, false},
+		{"ID and ID with a pin", tlsutil.Identity{SPIFFEID: "spiffe://td/site/a"}, tlsutil.Identity{SPIFFEID: "spiffe://td/site/a", SHA256: pin}, true},
+		{"same ID, other pins", tlsutil.Identity{SPIFFEID: "spiffe://td/site/a", SHA256: pin}, tlsutil.Identity{SPIFFEID: "spiffe://td/site/a", SHA256: strings.Repeat("cd", 32)}, false},
+		{"pin only and ID only", tlsutil.Identity{SHA256: pin}, tlsutil.Identity{SPIFFEID: "spiffe://td/site/a"}, false},
+		{"zero", tlsutil.Identity{}, tlsutil.Identity{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, tt.a.Overlaps(tt.b))
+			assert.Equal(t, tt.want, tt.b.Overlaps(tt.a), "symmetric")
+		})
+	}
+}

@@ -114,7 +114,13 @@
 // default spiffe://<trustDomain>/site/<site>/epp) gets every site's rows
 // (its own and its peers', each tagged with the verified site), a peer
 // gets this site's rows only, and anyone else 403 (with a JSON body, so
-// that client can count "unauthorized"). The Date header and the rows
+// that client can count "unauthorized"). The identities of the local
+// EPP, of every peer and of this relay (spiffe://<trustDomain>/site/<site>)
+// must be told apart: validation refuses two that overlap as a verifier
+// compares them (tlsutil.Identity.Overlaps: a pin in another case or with
+// colons, a SPIFFE ID with an upper-case trust domain or a trailing slash,
+// a SPIFFE ID pinned in one place and not in another), with the field
+// path of the later one. The Date header and the rows
 // stamped "now" come from one clock reading, sent again in milliseconds as
 // X-Grid-Now-Ms.
 //
