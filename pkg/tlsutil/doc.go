@@ -56,7 +56,9 @@
 // (pins hold on their own, e.g. for self-signed certificates).
 // PeerVerifier.Verify returns which of the accepted identities the peer
 // proved, so one server can tell its clients apart, and refuses with a
-// *PeerError (no_certificate, untrusted, wrong_identity). A client checks
+// *PeerError (no_certificate, untrusted, wrong_identity, expired: a leaf
+// pinned without a CA bundle is still held to its validity period, on the
+// verifier's clock, PeerVerifier.Now). A client checks
 // its server in the handshake (ClientConfig with VerifyPeer): the error it
 // gets is the *PeerError. A server that wants refused clients to know why
 // checks in its handler and answers 403 (see VerifyPeer). Identities

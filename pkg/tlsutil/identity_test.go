@@ -365,3 +365,67 @@ func TestIdentityCanonicalAndOverlaps(t *testing.T) {
 		})
 	}
 }
+
+// TestPinnedLeafValidity: a peer known by its pin only (no CA bundle) is
+// still refused outside its certificate's validity period, judged on the
+// verifier's clock (a fake one here, and the wall clock by default).
+func TestPinnedLeafValidity(t *testing.T) {
+	now := time.Now()
+	expired := tlstest.SelfSignedBetween(t, "", now.Add(-48*time.Hour), now.Add(-time.Hour))
+	future := tlstest.SelfSignedBetween(t, "", now.Add(time.Hour), now.Add(48*time.Hour))
+	valid := tlstest.SelfSigned(t, "")
+	for _, tc := range []struct {
+		name   string
+		leaf   *tlstest.Leaf
+		now    func() time.Time
+		reason string // "" accepted
+	}{
+		{"expired, wall clock", expired, nil, tlsutil.PeerExpired},
+		{"not yet valid, wall clock", future, nil, tlsutil.PeerExpired},
+		{"valid, wall clock", valid, nil, ""},
+		{"expired leaf, at a time it was valid", expired, func() time.Time { return now.Add(-2 * time.Hour) }, ""},
+		{"valid leaf, at a time past it", valid, func() time.Time { return now.Add(72 * time.Hour) }, tlsutil.PeerExpired},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := tlsutil.PeerVerifier{Accept: []tlsutil.Identity{tc.leaf.Pin()}, Usage: x509.ExtKeyUsageClientAuth, Now: tc.now}
+			i, err := v.Verify([]*x509.Certificate{tc.leaf.TLS.Leaf})
+			if tc.reason == "" {
+				require.NoError(t, err)
+				assert.Equal(t, 0, i)
+				return
+			}
+			var pe *tlsutil.PeerError
+			require.ErrorAs(t, err, &pe)
+			assert.Equal(t, tc.reason, pe.Reason)
+			assert.Contains(t, err.Error(), "not valid at")
+			assert.True(t, tlsutil.IsPeerError(err))
+		})
+	}
+
+	// In a real handshake, through VerifyPeer (the wall clock).
+	srv := tlsutil.MutualServerConfig(tlsutil.Static(expired.TLS), nil)
+	l, err := tls.Listen("tcp", "127.0.0.1:0", srv)
+	require.NoError(t, err)
+	done := make(chan struct{})
+	defer func() {
+		_ = l.Close()
+		<-done
+	}()
+	go func() {
+		defer close(done)
+		c, err := l.Accept()
+		if err == nil {
+			_ = c.(*tls.Conn).Handshake()
+			_ = c.Close()
+		}
+	}()
+	client := tlsutil.ClientConfig("localhost", func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &valid.TLS, nil },
+		tlsutil.VerifyPeer([]tlsutil.Identity{expired.Pin()}, nil, x509.ExtKeyUsageServerAuth))
+	conn, err := tls.Dial("tcp", l.Addr().String(), client)
+	if conn != nil {
+		_ = conn.Close()
+	}
+	var pe *tlsutil.PeerError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, tlsutil.PeerExpired, pe.Reason)
+}
