@@ -70,8 +70,11 @@
 // # Metrics
 //
 // With the WithRegisterer option, NewReloader registers
-// switchyard_tls_certificate_reloads_total{result="success|failure"} and
-// switchyard_tls_certificate_expiry_timestamp_seconds (NotAfter of the
-// certificate being served, as Unix seconds), and NewCABundle
-// switchyard_tls_ca_bundle_reloads_total{result="success|failure"}.
+// switchyard_tls_certificate_reloads_total{purpose,result="success|failure"}
+// and switchyard_tls_certificate_expiry_timestamp_seconds{purpose}
+// (NotAfter of the certificate in use, as Unix seconds), and NewCABundle
+// switchyard_tls_ca_bundle_reloads_total{purpose,result="success|failure"}.
+// The purpose (WithPurpose, a closed set: serving, the default;
+// relay_server; signals_client) tells apart the certificates of one
+// process on one registry; use each once per registry.
 package tlsutil

@@ -284,8 +284,10 @@ func counter(t *testing.T, reg *prometheus.Registry, result string) float64 {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			if m.GetLabel()[0].GetValue() == result {
-				return m.GetCounter().GetValue()
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
 			}
 		}
 	}

@@ -153,9 +153,13 @@
 //	grid_relay_signals_response_bytes{client}          gauge    size of the last body served
 //	grid_relay_scrapes_total{provider,result}          counter  EPP scrapes by result
 //	grid_provider_metrics_available{provider}          gauge    1 while MetricsAvailable is True
-//	switchyard_tls_certificate_reloads_total{result}   counter  certificate reloads
-//	switchyard_tls_certificate_expiry_timestamp_seconds gauge   NotAfter of the certificate
-//	switchyard_tls_ca_bundle_reloads_total{result}     counter  CA bundle reloads
+//	grid_relay_scrape_unattributed_series_total        counter  unlabelled series on a shared endpoint
+//	switchyard_tls_certificate_reloads_total{purpose,result}    counter  certificate reloads
+//	switchyard_tls_certificate_expiry_timestamp_seconds{purpose} gauge   NotAfter of the certificate
+//	switchyard_tls_ca_bundle_reloads_total{purpose,result}      counter  CA bundle reloads
+//
+// The relay's certificate and CA bundle carry purpose="relay_server" (the
+// one certificate is served to clients and presented to peers).
 //
 // Every label set is closed: peers and providers come from the
 // configuration, the other labels from the constants of this package and

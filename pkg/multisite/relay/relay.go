@@ -94,14 +94,14 @@ func New(cfg *Config, opts Options) (*Relay, error) {
 		return nil, err
 	}
 	r.m = m
-	cert, err := tlsutil.NewFileReloader(cfg.TLS.CertFile, cfg.TLS.KeyFile, r.log.WithName("tls"), tlsutil.WithRegisterer(r.reg))
+	cert, err := tlsutil.NewFileReloader(cfg.TLS.CertFile, cfg.TLS.KeyFile, r.log.WithName("tls"), tlsutil.WithRegisterer(r.reg), tlsutil.WithPurpose(tlsutil.PurposeRelayServer))
 	if err != nil {
 		return nil, fmt.Errorf("tls: %w", err)
 	}
 	r.cert = cert
 	var roots func() *x509.CertPool
 	if cfg.TLS.CAFile != "" {
-		ca, err := tlsutil.NewCABundle(cfg.TLS.CAFile, r.log.WithName("ca"), tlsutil.WithRegisterer(r.reg))
+		ca, err := tlsutil.NewCABundle(cfg.TLS.CAFile, r.log.WithName("ca"), tlsutil.WithRegisterer(r.reg), tlsutil.WithPurpose(tlsutil.PurposeRelayServer))
 		if err != nil {
 			return nil, fmt.Errorf("tls.caFile: %w", err)
 		}
