@@ -45,7 +45,8 @@ type Provider struct {
 	// GenerationSince is the stamp of the first row of the current
 	// generation: a new generation clears the readings stamped before it.
 	GenerationSince time.Time
-	// PublishesLoad is grid_provider_publishes_load (0 or 1, G-47).
+	// PublishesLoad is grid_provider_publishes_load (0 or 1, G-47) as the
+	// last ingest carried it; not Known when that ingest did not.
 	PublishesLoad Reading
 	// The EPP's pool gauges (G-05), read by the relay at one instant.
 	Running, Queue, Ready, FlowControl, KVCache Reading
