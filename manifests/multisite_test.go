@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -109,6 +110,15 @@ func checkMultisite(t *testing.T, objs objects, want expectation) {
 	cfg.SetDefaults()
 	if warnings, err := cfg.Validate(); err != nil || len(warnings) > 0 {
 		t.Errorf("site-relay configuration: %v (warnings %q)", err, warnings)
+	}
+	// The relay reads the EPP's pool gauges every scrapeInterval (1 s,
+	// G-01); the EPP refreshes them every
+	// --refresh-prometheus-metrics-interval (GIE's default 5 s), which must
+	// be 1 s, and not slower than the scrapes, or the grid gets old load.
+	if v := flags["--refresh-prometheus-metrics-interval"]; v != "1s" {
+		t.Errorf("--refresh-prometheus-metrics-interval %q, want 1s (the relay scrapes every %v)", v, cfg.ScrapeInterval)
+	} else if d, err := time.ParseDuration(v); err != nil || d > cfg.ScrapeInterval {
+		t.Errorf("--refresh-prometheus-metrics-interval %s is slower than the relay's scrapeInterval %v", v, cfg.ScrapeInterval)
 	}
 	if cfg.Site != local.Site || cfg.Cluster != local.Cluster {
 		t.Errorf("relay site %s/%s, EPP --site-name/--site-cluster %s/%s", cfg.Site, cfg.Cluster, local.Site, local.Cluster)
