@@ -223,10 +223,14 @@ type SiteState struct {
 // ProviderState is one provider of a site on /debug/sites; a nil value
 // was not received (in the current generation).
 type ProviderState struct {
-	Name            string   `json:"name"`
-	Cluster         string   `json:"cluster"`
-	Generation      *uint64  `json:"generation,omitempty"`
-	PublishesLoad   bool     `json:"publishesLoad"`
+	Name       string  `json:"name"`
+	Cluster    string  `json:"cluster"`
+	Generation *uint64 `json:"generation,omitempty"`
+	// PublishesLoad is the provider's grid_provider_publishes_load row
+	// (G-47): 1, 0 (this site's provider without metricsConfig, or a
+	// peer's provider the relay has received no load for), or absent
+	// when no row arrived.
+	PublishesLoad   *float64 `json:"publishesLoad,omitempty"`
 	Running         *float64 `json:"averageRunningRequests,omitempty"`
 	Queue           *float64 `json:"averageQueueSize,omitempty"`
 	Ready           *float64 `json:"readyEndpoints,omitempty"`
@@ -265,7 +269,7 @@ func (s *Server) Sites() SitesState {
 			ss.ProviderCount = len(site.Providers)
 			for i := range site.Providers {
 				p := &site.Providers[i]
-				ps := ProviderState{Name: p.Name, Cluster: p.Cluster, PublishesLoad: p.PublishesLoadKnown(), LastRowAge: age(p.Stamp)}
+				ps := ProviderState{Name: p.Name, Cluster: p.Cluster, PublishesLoad: value(p.PublishesLoad), LastRowAge: age(p.Stamp)}
 				if g, ok := p.GenerationValue(); ok {
 					ps.Generation = &g
 					ps.GenerationSince = age(p.GenerationSince)
