@@ -165,6 +165,13 @@ func TestMultisiteSignals(t *testing.T) {
 	assert.Contains(t, metrics, `grid_signals_poll_total{result="ok"}`)
 	assert.Contains(t, metrics, `grid_signals_ingest_dropped_total{reason="site_mismatch"}`)
 	assert.Contains(t, metrics, "switchyard_site_topology_sites 2")
+	// The signals client certificate and CA bundle have series of their
+	// own, apart from the serving certificate's.
+	assert.Contains(t, metrics, `switchyard_tls_certificate_expiry_timestamp_seconds{purpose="signals_client"}`)
+	assert.Contains(t, metrics, `switchyard_tls_ca_bundle_reloads_total{purpose="signals_client",result=`)
+	// loadAge is judged on load rows only; lastRowAge on any row.
+	assert.NotEmpty(t, pool.LoadAge)
+	assert.NotEmpty(t, pool.LastRowAge)
 
 	// The topology file is watched: a removed site leaves the store.
 	require.NoError(t, os.WriteFile(topo, []byte("sites: []\n"), 0o600))

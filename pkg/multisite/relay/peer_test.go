@@ -219,7 +219,9 @@ func TestG47_PublishesLoad(t *testing.T) {
 	ra2, _ := newRelay(t, cfgA2, clock)
 	start(t, ra2, false)
 	ra2.PollRound(context.Background())
-	assert.Equal(t, 0.0, publishes(ra2)["b/pool"], "G-49: unmeasured after a restart until b returns")
+	v, ok := publishes(ra2)["b/pool"]
+	require.True(t, ok, "the restarted relay states b/pool's publishes_load")
+	assert.Zero(t, v, "G-49: unmeasured after a restart until b returns")
 }
 
 // TestG71_RelayTruncation: the body to the local EPP stays under 768 KiB
