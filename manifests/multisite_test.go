@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -17,6 +18,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/multisite/signals"
 	"github.com/switchyard-ai/switchyard/pkg/multisite/topology"
 	"github.com/switchyard-ai/switchyard/pkg/tlsutil"
+	"github.com/switchyard-ai/switchyard/pkg/tokenauth"
 )
 
 const (
@@ -46,7 +48,7 @@ func checkMultisite(t *testing.T, objs objects, want expectation) {
 		}
 		return
 	}
-	for _, f := range []string{"--site-name", "--site-cluster", "--site-topology-file", "--signals-relay-url", "--signals-relay-identity", "--signals-ca-file", "--signals-cert-file", "--signals-key-file"} {
+	for _, f := range []string{"--site-name", "--site-cluster", "--site-topology-file", "--signals-relay-url", "--signals-relay-identity", "--signals-ca-file", "--signals-cert-file", "--signals-key-file", "--metrics-token-file"} {
 		if flags[f] == "" {
 			t.Errorf("epp flag %s not set (args %q)", f, c.Args)
 		}
@@ -55,6 +57,16 @@ func checkMultisite(t *testing.T, objs objects, want expectation) {
 	eppCA := secretKey(t, objs, pod, c, flags["--signals-ca-file"])
 	secretKey(t, objs, pod, c, flags["--signals-cert-file"])
 	secretKey(t, objs, pod, c, flags["--signals-key-file"])
+	// The metrics port wants a token (the relay scrapes it with the same
+	// one, below); the placeholder shipped is one the EPP refuses, so no
+	// well-known token ever guards a real EPP.
+	eppToken := secretRef(t, objs, pod, c, flags["--metrics-token-file"])
+	if flags["--metrics-endpoint-auth"] != "false" {
+		t.Errorf("--metrics-endpoint-auth %q: --metrics-token-file needs it false", flags["--metrics-endpoint-auth"])
+	}
+	if _, err := tokenauth.ParseToken([]byte(eppToken.data)); err == nil {
+		t.Errorf("Secret %s key %q holds a token the EPP accepts: ship a placeholder it refuses", eppToken.secret, eppToken.key)
+	}
 
 	// The topology, mounted and valid.
 	cm, rel := mountedConfigMap(t, objs, pod, c, flags["--site-topology-file"])
@@ -99,6 +111,15 @@ func checkMultisite(t *testing.T, objs objects, want expectation) {
 	if warnings, err := cfg.Validate(); err != nil || len(warnings) > 0 {
 		t.Errorf("site-relay configuration: %v (warnings %q)", err, warnings)
 	}
+	// The relay reads the EPP's pool gauges every scrapeInterval (1 s,
+	// G-01); the EPP refreshes them every
+	// --refresh-prometheus-metrics-interval (GIE's default 5 s), which must
+	// be 1 s, and not slower than the scrapes, or the grid gets old load.
+	if v := flags["--refresh-prometheus-metrics-interval"]; v != "1s" {
+		t.Errorf("--refresh-prometheus-metrics-interval %q, want 1s (the relay scrapes every %v)", v, cfg.ScrapeInterval)
+	} else if d, err := time.ParseDuration(v); err != nil || d > cfg.ScrapeInterval {
+		t.Errorf("--refresh-prometheus-metrics-interval %s is slower than the relay's scrapeInterval %v", v, cfg.ScrapeInterval)
+	}
 	if cfg.Site != local.Site || cfg.Cluster != local.Cluster {
 		t.Errorf("relay site %s/%s, EPP --site-name/--site-cluster %s/%s", cfg.Site, cfg.Cluster, local.Site, local.Cluster)
 	}
@@ -136,6 +157,13 @@ func checkMultisite(t *testing.T, objs objects, want expectation) {
 		u, err := url.Parse(p.MetricsConfig.Endpoint)
 		if err != nil || strings.Split(u.Hostname(), ".")[0] != svc.Name || u.Port() != itoa(metricsPort) {
 			t.Errorf("provider %s scrapes %q, not the EPP Service %s:%d", p.Name, p.MetricsConfig.Endpoint, svc.Name, metricsPort)
+		}
+		// One Secret key, mounted in both: the relay's bearerTokenFile is
+		// the EPP's --metrics-token-file.
+		if p.MetricsConfig.BearerTokenFile == "" {
+			t.Errorf("provider %s has no bearerTokenFile: the EPP's metrics port (--metrics-token-file) answers 401", p.Name)
+		} else if rt := secretRef(t, objs, rpod, rc, p.MetricsConfig.BearerTokenFile); rt.secret != eppToken.secret || rt.key != eppToken.key {
+			t.Errorf("provider %s bearerTokenFile is Secret %s key %q, the EPP's --metrics-token-file Secret %s key %q", p.Name, rt.secret, rt.key, eppToken.secret, eppToken.key)
 		}
 	}
 	if !found {
@@ -185,6 +213,18 @@ func itoa(p int32) string { return strconv.Itoa(int(p)) }
 // c, is; it fails when file is not under a Secret volume mount.
 func secretKey(t *testing.T, objs objects, pod *corev1.PodSpec, c *corev1.Container, file string) string {
 	t.Helper()
+	return secretRef(t, objs, pod, c, file).data
+}
+
+// mountedSecretKey is a Secret key and its content.
+type mountedSecretKey struct {
+	secret, key, data string
+}
+
+// secretRef returns the Secret key that file, mounted in c, is; it fails
+// when file is not under a Secret volume mount.
+func secretRef(t *testing.T, objs objects, pod *corev1.PodSpec, c *corev1.Container, file string) mountedSecretKey {
+	t.Helper()
 	for _, m := range c.VolumeMounts {
 		rel, err := filepath.Rel(m.MountPath, file)
 		if err != nil || strings.HasPrefix(rel, "..") {
@@ -206,11 +246,11 @@ func secretKey(t *testing.T, objs objects, pod *corev1.PodSpec, c *corev1.Contai
 			if !ok {
 				t.Fatalf("Secret %s has no key %q (for %s)", sec.Name, rel, file)
 			}
-			return string(data)
+			return mountedSecretKey{secret: sec.Name, key: rel, data: string(data)}
 		}
 	}
 	t.Fatalf("container %s: %q is not under a Secret volume mount", c.Name, file)
-	return ""
+	return mountedSecretKey{}
 }
 
 // TestDockerfileBuildsSiteRelay: the multisite overlay runs /site-relay

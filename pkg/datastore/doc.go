@@ -125,8 +125,10 @@
 // key. The key has one definition, scheduling.EndpointKey, which both
 // EndpointSpec.Key and Endpoint.Key use, so the store's index, the scrape
 // targets, the OnRemoved callbacks and Snapshot.Stale agree on it:
-// "site/namespace/name", leaving out an empty site or namespace
-// ("namespace/name" in Kubernetes mode, the name in standalone mode). An
+// "site:namespace/name", leaving out an empty site (with its ':') or
+// namespace (with its '/'): "namespace/name" in Kubernetes mode, the name
+// in standalone mode, as in GIE. Neither a site, a namespace nor a name
+// holds ':' or '/', so no two of these keys collide. An
 // endpoint's identity is its site, namespace, name, address and port:
 // while it is unchanged, Replace and Upsert keep the endpoint's metrics,
 // scrape status, EndpointStats and EndpointHealth (label, weight, engine,

@@ -46,7 +46,7 @@ type EndpointSpec struct {
 	Namespace string
 	// Site names the site (cluster) of the endpoint; empty, as every
 	// endpoint source leaves it, for the local site. A DNS-1123 label when
-	// set; it is part of the key ("site/namespace/name", see Key) and of
+	// set; it is part of the key ("site:namespace/name", see Key) and of
 	// the endpoint's identity. Remote sites are not endpoints of the
 	// datastore: their load arrives through the site-relay and lives in
 	// the site store (pkg/multisite/sitestore).
@@ -111,8 +111,8 @@ func (s EndpointSpec) MetricsHostPort() string {
 }
 
 // Key returns the key Endpoint.Key() gives the endpoint, from the one
-// definition both use (scheduling.EndpointKey): "site/namespace/name",
-// leaving out an empty site or namespace.
+// definition both use (scheduling.EndpointKey): "site:namespace/name",
+// leaving out an empty site (with its ':') or namespace (with its '/').
 func (s EndpointSpec) Key() string {
 	return scheduling.EndpointKey(s.Site, s.Namespace, s.Name)
 }

@@ -641,12 +641,14 @@ func (s *Store) deliverRemoved() {
 	}
 }
 
-// lookupLocked finds an entry by name or by key.
+// lookupLocked finds an entry by name or by key. A name holds neither '/'
+// nor ':', so the name is what follows the key's last '/' or ':' (see
+// scheduling.EndpointKey).
 func (s *Store) lookupLocked(key string) *entry {
 	if e := s.entries[key]; e != nil {
 		return e
 	}
-	if i := strings.LastIndexByte(key, '/'); i >= 0 {
+	if i := strings.LastIndexAny(key, "/:"); i >= 0 {
 		if e := s.entries[key[i+1:]]; e != nil && e.key == key {
 			return e
 		}

@@ -680,6 +680,33 @@ func TestSetScrapingEnabled(t *testing.T) {
 	assert.True(t, st.Fresh)
 }
 
+// TestSitedEndpointKeyWithoutNamespace: an endpoint with a site and no
+// namespace is found by its key "site:name", and not by "site/name", which
+// is the key of the namespace of that name's endpoint.
+func TestSitedEndpointKeyWithoutNamespace(t *testing.T) {
+	s, _ := newTestStore(t)
+	sp := EndpointSpec{Name: "b", Site: "a", Address: "127.0.0.1", Port: 8000}
+	require.NoError(t, s.Replace([]EndpointSpec{sp}))
+	require.Equal(t, "a:b", sp.Key())
+	ns := EndpointSpec{Name: "b", Namespace: "a", Address: "127.0.0.1", Port: 8000}
+	require.NotEqual(t, sp.Key(), ns.Key(), "site a and namespace a differ")
+
+	sn := s.Snapshot()
+	ep, ok := sn.Lookup("a:b")
+	require.True(t, ok, "found by its key")
+	assert.Equal(t, "a:b", ep.Key())
+	assert.NotNil(t, s.Stats("a:b"))
+	_, ok = s.ScrapeStatus("a:b")
+	assert.True(t, ok)
+	_, ok = sn.Lookup("a/b")
+	assert.False(t, ok, "a/b is namespace a's endpoint b")
+	assert.Nil(t, s.Stats("a/b"))
+	_, ok = s.ScrapeStatus("a/b")
+	assert.False(t, ok)
+	other := scheduling.NewEndpoint(scheduling.EndpointMetadata{Name: "b", Namespace: "a", Address: "127.0.0.1", Port: 8000}, scheduling.Metrics{}, nil)
+	assert.True(t, sn.Stale(other), "namespace a's endpoint b is not in the store")
+}
+
 // TestSitedEndpointKey: an endpoint with a site is indexed under the key
 // its *scheduling.Endpoint gives (one definition, with the site in it), so
 // Snapshot.Stale, Lookup, Stats and ScrapeStatus find it by that key, the
@@ -691,13 +718,13 @@ func TestSitedEndpointKey(t *testing.T) {
 	s.OnRemoved(func(keys []string) { removed = append(removed, keys...) })
 	sp := EndpointSpec{Name: "vllm-0", Namespace: "inference", Site: "eu-west", Address: "127.0.0.1", Port: 8000}
 	require.NoError(t, s.Replace([]EndpointSpec{sp}))
-	assert.Equal(t, "eu-west/inference/vllm-0", sp.Key())
+	assert.Equal(t, "eu-west:inference/vllm-0", sp.Key())
 	c.Advance(time.Second)
 	require.True(t, s.ReportScrape(targetID(t, s, "vllm-0"), ScrapeResult{Metrics: scheduling.Metrics{WaitingQueueSize: 1}}))
 	s.Flush()
 
 	sn := s.Snapshot()
-	ep, ok := sn.Lookup("eu-west/inference/vllm-0")
+	ep, ok := sn.Lookup("eu-west:inference/vllm-0")
 	require.True(t, ok, "found by its key")
 	assert.Equal(t, sp.Key(), ep.Key(), "the spec and the endpoint agree on the key")
 	assert.Equal(t, "eu-west", ep.Metadata().Site)
@@ -718,8 +745,8 @@ func TestSitedEndpointKey(t *testing.T) {
 	// Moving the endpoint to another site changes its identity.
 	sp.Site = "us-east"
 	require.NoError(t, s.Replace([]EndpointSpec{sp}))
-	assert.Equal(t, []string{"eu-west/inference/vllm-0"}, removed)
-	_, ok = s.Snapshot().Lookup("us-east/inference/vllm-0")
+	assert.Equal(t, []string{"eu-west:inference/vllm-0"}, removed)
+	_, ok = s.Snapshot().Lookup("us-east:inference/vllm-0")
 	assert.True(t, ok)
 
 	// A site is a DNS-1123 label.

@@ -220,14 +220,14 @@ func TestNewEndpoint(t *testing.T) {
 		{
 			name:         "site and namespace",
 			meta:         scheduling.EndpointMetadata{Name: "vllm-0", Namespace: "inference", Site: "eu-west", Address: "127.0.0.3", Port: 8000},
-			wantKey:      "eu-west/inference/vllm-0",
+			wantKey:      "eu-west:inference/vllm-0",
 			wantHostPort: "127.0.0.3:8000",
 			wantString:   "vllm-0(127.0.0.3:8000)",
 		},
 		{
 			name:         "site without namespace",
 			meta:         scheduling.EndpointMetadata{Name: "vllm-0", Site: "eu-west", Address: "127.0.0.4", Port: 8000},
-			wantKey:      "eu-west/vllm-0",
+			wantKey:      "eu-west:vllm-0",
 			wantHostPort: "127.0.0.4:8000",
 			wantString:   "vllm-0(127.0.0.4:8000)",
 		},
@@ -273,6 +273,53 @@ func TestNewEndpoint(t *testing.T) {
 				t.Errorf("Metrics() = %+v, want %+v", *e.Metrics(), m)
 			}
 		})
+	}
+}
+
+// TestEndpointKey: the no-site forms are GIE's, unchanged; a site comes
+// first with a ':'; and triples that the old "/"-joined form mixed up
+// (site "a" + name "b" against namespace "a" + name "b", ...) get
+// different keys.
+func TestEndpointKey(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name                  string
+		site, namespace, base string
+		want                  string
+	}{
+		{name: "name only (GIE)", base: "vllm-0", want: "vllm-0"},
+		{name: "namespace and name (GIE)", namespace: "inference", base: "vllm-0", want: "inference/vllm-0"},
+		{name: "site and name", site: "eu-west", base: "vllm-0", want: "eu-west:vllm-0"},
+		{name: "site, namespace and name", site: "eu-west", namespace: "inference", base: "vllm-0", want: "eu-west:inference/vllm-0"},
+		{name: "site a name b", site: "a", base: "b", want: "a:b"},
+		{name: "namespace a name b", namespace: "a", base: "b", want: "a/b"},
+		{name: "site a namespace b name c", site: "a", namespace: "b", base: "c", want: "a:b/c"},
+		{name: "namespace a name b.c", namespace: "a", base: "b.c", want: "a/b.c"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			if got := scheduling.EndpointKey(tt.site, tt.namespace, tt.base); got != tt.want {
+				t.Errorf("EndpointKey(%q, %q, %q) = %q, want %q", tt.site, tt.namespace, tt.base, got, tt.want)
+			}
+		})
+	}
+
+	// Every distinct (site, namespace, name) over a small alphabet of
+	// valid parts gets its own key.
+	parts := []string{"", "a", "b", "a-b"}
+	names := []string{"a", "b", "a-b", "a.b"}
+	seen := map[string][3]string{}
+	for _, site := range parts {
+		for _, ns := range parts {
+			for _, n := range names {
+				k := scheduling.EndpointKey(site, ns, n)
+				if prev, dup := seen[k]; dup {
+					t.Errorf("EndpointKey(%q, %q, %q) = %q, also the key of %q", site, ns, n, k, prev)
+				}
+				seen[k] = [3]string{site, ns, n}
+			}
+		}
 	}
 }
 

@@ -83,15 +83,23 @@ func NewEndpoint(meta EndpointMetadata, metrics Metrics, attrs map[string]any) *
 }
 
 // Key identifies the endpoint uniquely across sites and namespaces
-// ("[site/][namespace/]name", see EndpointKey). Plugins key per-endpoint
+// ("[site:][namespace/]name", see EndpointKey). Plugins key per-endpoint
 // state by it.
 func (e *Endpoint) Key() string { return e.key }
 
 // EndpointKey is the one definition of an endpoint's key, which
-// Endpoint.Key returns and the datastore indexes by: "site/namespace/name",
-// leaving out an empty site or namespace ("namespace/name", "site/name",
-// "name"). Neither a site (a DNS-1123 label) nor a namespace holds '/', so
-// keys of different sites and namespaces never collide.
+// Endpoint.Key returns and the datastore indexes by. Without a site it is
+// GIE's form, unchanged: "namespace/name", or "name" when the namespace is
+// empty. With a site, the site and a ':' come first: "site:namespace/name"
+// or "site:name".
+//
+// The encoding is unambiguous for the names the datastore accepts
+// (datastore.ValidateSpecs): a site and a namespace are DNS-1123 labels
+// and a name holds only letters, digits, '-', '_' and '.', so none of them
+// holds ':' or '/'. A key with a ':' has a site (everything before the
+// ':'), a key without one has none, and the rest splits at its '/' as in
+// GIE. Thus (site "a", name "b") is "a:b" while (namespace "a", name "b")
+// is "a/b".
 func EndpointKey(site, namespace, name string) string {
 	switch {
 	case site == "" && namespace == "":
@@ -99,9 +107,9 @@ func EndpointKey(site, namespace, name string) string {
 	case site == "":
 		return namespace + "/" + name
 	case namespace == "":
-		return site + "/" + name
+		return site + ":" + name
 	}
-	return site + "/" + namespace + "/" + name
+	return site + ":" + namespace + "/" + name
 }
 
 // Name is the endpoint's name within its pool.

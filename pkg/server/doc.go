@@ -81,8 +81,10 @@
 // Config.MetricsTokenFile (a static bearer token, watched); without either
 // the debug paths answer 404 and pprof is refused at start.
 //
-// Subpackages: health (the gRPC health service), metricsauth
-// (--metrics-endpoint-auth), tokenauth (--metrics-token-file); TLS
-// (self-signed and reloaded certificates) comes from pkg/tlsutil, shared
-// with the site-relay. Imported by cmd/epp.
+// Subpackages: health (the gRPC health service) and metricsauth
+// (--metrics-endpoint-auth). The static bearer token (--metrics-token-file)
+// is checked by pkg/tokenauth and TLS (self-signed and reloaded
+// certificates, peer identities) comes from pkg/tlsutil; both sit outside
+// this package because the site-relay uses them too (it must not import a
+// server package). Imported by cmd/epp.
 package server

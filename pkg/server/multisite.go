@@ -112,12 +112,12 @@ func (s *Server) newMultisite(cfg MultisiteConfig) (*multisite, error) {
 	}
 	m.store = sitestore.New(m.topo.Topology())
 	m.topo.OnChange(m.store.SetTopology)
-	if m.cert, err = tlsutil.NewFileReloader(cfg.CertFile, cfg.KeyFile, log.WithName("tls")); err != nil {
+	if m.cert, err = tlsutil.NewFileReloader(cfg.CertFile, cfg.KeyFile, log.WithName("tls"), tlsutil.WithRegisterer(s.reg), tlsutil.WithPurpose(tlsutil.PurposeSignalsClient)); err != nil {
 		return nil, fmt.Errorf("--signals-cert-file, --signals-key-file: %w", err)
 	}
 	var roots func() *x509.CertPool
 	if cfg.CAFile != "" {
-		if m.ca, err = tlsutil.NewCABundle(cfg.CAFile, log.WithName("tls"), tlsutil.WithRegisterer(s.reg)); err != nil {
+		if m.ca, err = tlsutil.NewCABundle(cfg.CAFile, log.WithName("tls"), tlsutil.WithRegisterer(s.reg), tlsutil.WithPurpose(tlsutil.PurposeSignalsClient)); err != nil {
 			return nil, fmt.Errorf("--signals-ca-file: %w", err)
 		}
 		roots = m.ca.Pool
@@ -223,17 +223,25 @@ type SiteState struct {
 // ProviderState is one provider of a site on /debug/sites; a nil value
 // was not received (in the current generation).
 type ProviderState struct {
-	Name            string   `json:"name"`
-	Cluster         string   `json:"cluster"`
-	Generation      *uint64  `json:"generation,omitempty"`
-	PublishesLoad   bool     `json:"publishesLoad"`
-	Running         *float64 `json:"averageRunningRequests,omitempty"`
-	Queue           *float64 `json:"averageQueueSize,omitempty"`
-	Ready           *float64 `json:"readyEndpoints,omitempty"`
-	FlowControl     *float64 `json:"flowControlQueueSize,omitempty"`
-	KVCache         *float64 `json:"averageKVCacheUtilization,omitempty"`
-	LastRowAge      string   `json:"lastRowAge,omitempty"`
-	GenerationSince string   `json:"generationAge,omitempty"`
+	Name       string  `json:"name"`
+	Cluster    string  `json:"cluster"`
+	Generation *uint64 `json:"generation,omitempty"`
+	// PublishesLoad is the provider's grid_provider_publishes_load row
+	// (G-47): 1, 0 (this site's provider without metricsConfig, or a
+	// peer's provider the relay has received no load for), or absent
+	// when no row arrived.
+	PublishesLoad *float64 `json:"publishesLoad,omitempty"`
+	Running       *float64 `json:"averageRunningRequests,omitempty"`
+	Queue         *float64 `json:"averageQueueSize,omitempty"`
+	Ready         *float64 `json:"readyEndpoints,omitempty"`
+	FlowControl   *float64 `json:"flowControlQueueSize,omitempty"`
+	KVCache       *float64 `json:"averageKVCacheUtilization,omitempty"`
+	// LastRowAge is the age of the provider's newest row of any kind;
+	// LoadAge that of its newest load reading (running, queue, ready,
+	// flow control, KV cache), which is what freshness is judged on.
+	LastRowAge      string `json:"lastRowAge,omitempty"`
+	LoadAge         string `json:"loadAge,omitempty"`
+	GenerationSince string `json:"generationAge,omitempty"`
 }
 
 // Sites reports the multi-site state: the topology, the poller and the
@@ -265,7 +273,7 @@ func (s *Server) Sites() SitesState {
 			ss.ProviderCount = len(site.Providers)
 			for i := range site.Providers {
 				p := &site.Providers[i]
-				ps := ProviderState{Name: p.Name, Cluster: p.Cluster, PublishesLoad: p.PublishesLoadKnown(), LastRowAge: age(p.Stamp)}
+				ps := ProviderState{Name: p.Name, Cluster: p.Cluster, PublishesLoad: value(p.PublishesLoad), LastRowAge: age(p.LastHeard), LoadAge: age(p.Stamp)}
 				if g, ok := p.GenerationValue(); ok {
 					ps.Generation = &g
 					ps.GenerationSince = age(p.GenerationSince)

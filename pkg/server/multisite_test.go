@@ -83,9 +83,12 @@ const topologyTwoSites = `sites:
 func TestMultisiteSignals(t *testing.T) {
 	body := func() string {
 		return signalsRow(signals.NameAverageRunning, "site-a", "cluster-a", "pool", 2) +
+			signalsRow(signals.NamePublishesLoad, "site-a", "cluster-a", "pool", 1) +
 			signalsRow(signals.NamePeerRoundEnd, "site-b", "", "", float64(time.Now().Unix())) +
 			signalsRow(signals.NamePeerRounds, "site-b", "", "", 3) +
 			signalsRow(signals.NameAverageRunning, "site-b", "cluster-b", "pool", 5) +
+			signalsRow(signals.NamePublishesLoad, "site-b", "cluster-b", "pool", 0) +
+			signalsRow(signals.NameAverageRunning, "site-b", "cluster-b", "quiet", 1) +
 			signalsRow(signals.NameAverageRunning, "site-x", "cluster-x", "pool", 5)
 	}
 	f := startSignalsRelay(t, body)
@@ -99,7 +102,7 @@ func TestMultisiteSignals(t *testing.T) {
 	require.Eventually(t, func() bool {
 		sn := s.SiteSnapshot()
 		b, ok := sn.Site("site-b")
-		return ok && len(b.Providers) == 1
+		return ok && len(b.Providers) == 2
 	}, 10*time.Second, 10*time.Millisecond)
 	sn := s.SiteSnapshot()
 	a, _ := sn.Site("site-a")
@@ -135,9 +138,26 @@ func TestMultisiteSignals(t *testing.T) {
 	assert.Equal(t, "gw.site-b.example:443", state.Sites[1].Gateway)
 	require.NotNil(t, state.Sites[1].Rounds)
 	assert.Equal(t, uint64(3), *state.Sites[1].Rounds)
-	require.Len(t, state.Sites[1].Providers, 1)
-	assert.Equal(t, 5.0, *state.Sites[1].Providers[0].Running)
-	assert.Nil(t, state.Sites[1].Providers[0].Queue, "not received")
+	require.Len(t, state.Sites[1].Providers, 2)
+	byName := map[string]ProviderState{}
+	for _, p := range state.Sites[1].Providers {
+		byName[p.Name] = p
+	}
+	pool := byName["pool"]
+	require.NotNil(t, pool.Running)
+	assert.Equal(t, 5.0, *pool.Running)
+	assert.Nil(t, pool.Queue, "not received")
+	// publishesLoad is the row's value, 0 included, and absent without a
+	// row (G-47).
+	require.Len(t, state.Sites[0].Providers, 1)
+	if pl := state.Sites[0].Providers[0].PublishesLoad; assert.NotNil(t, pl, "site-a pool") {
+		assert.Equal(t, 1.0, *pl)
+	}
+	if pl := pool.PublishesLoad; assert.NotNil(t, pl, "site-b pool") {
+		assert.Equal(t, 0.0, *pl)
+	}
+	assert.Nil(t, byName["quiet"].PublishesLoad, "no row: unknown")
+	assert.Contains(t, doc, `"publishesLoad": 0`)
 	assert.Equal(t, "ok", string(state.Poller.LastResult))
 
 	// The grid_signals_* series are on /metrics.
@@ -145,6 +165,13 @@ func TestMultisiteSignals(t *testing.T) {
 	assert.Contains(t, metrics, `grid_signals_poll_total{result="ok"}`)
 	assert.Contains(t, metrics, `grid_signals_ingest_dropped_total{reason="site_mismatch"}`)
 	assert.Contains(t, metrics, "switchyard_site_topology_sites 2")
+	// The signals client certificate and CA bundle have series of their
+	// own, apart from the serving certificate's.
+	assert.Contains(t, metrics, `switchyard_tls_certificate_expiry_timestamp_seconds{purpose="signals_client"}`)
+	assert.Contains(t, metrics, `switchyard_tls_ca_bundle_reloads_total{purpose="signals_client",result=`)
+	// loadAge is judged on load rows only; lastRowAge on any row.
+	assert.NotEmpty(t, pool.LoadAge)
+	assert.NotEmpty(t, pool.LastRowAge)
 
 	// The topology file is watched: a removed site leaves the store.
 	require.NoError(t, os.WriteFile(topo, []byte("sites: []\n"), 0o600))

@@ -46,14 +46,15 @@ type CABundle struct {
 
 // NewCABundle loads the PEM CA certificates of path; the error names the
 // file and the block at fault. With WithRegisterer it records
-// switchyard_tls_ca_bundle_reloads_total{result="success|failure"}.
+// switchyard_tls_ca_bundle_reloads_total{purpose,result="success|failure"}
+// (the purpose from WithPurpose).
 func NewCABundle(path string, logger logr.Logger, opts ...ReloaderOption) (*CABundle, error) {
 	if path == "" {
 		return nil, errors.New("tlsutil: empty CA bundle path")
 	}
-	var o reloaderOptions
-	for _, opt := range opts {
-		opt(&o)
+	o, err := options(opts)
+	if err != nil {
+		return nil, err
 	}
 	b := &CABundle{path: path, logger: logger, debounce: debounceDelay, poll: pollInterval}
 	data, err := readBounded(path, MaxCABundleBytes)
@@ -67,12 +68,12 @@ func NewCABundle(path string, logger logr.Logger, opts ...ReloaderOption) (*CABu
 	if o.reg != nil {
 		reloads, err := register(o.reg, "switchyard_tls_ca_bundle_reloads_total", prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "switchyard_tls_ca_bundle_reloads_total",
-			Help: "Reloads of the TLS CA bundle after a change, by result (success or failure).",
-		}, []string{"result"}))
+			Help: "Reloads of a TLS CA bundle after a change, by purpose (serving, relay_server, signals_client) and result (success or failure).",
+		}, []string{"purpose", "result"}))
 		if err != nil {
 			return nil, err
 		}
-		b.reloadOK, b.reloadFailed = reloads.WithLabelValues("success"), reloads.WithLabelValues("failure")
+		b.reloadOK, b.reloadFailed = reloads.WithLabelValues(string(o.purpose), "success"), reloads.WithLabelValues(string(o.purpose), "failure")
 	}
 	b.loaded = data
 	b.pool.Store(pool)

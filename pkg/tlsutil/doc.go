@@ -56,16 +56,25 @@
 // (pins hold on their own, e.g. for self-signed certificates).
 // PeerVerifier.Verify returns which of the accepted identities the peer
 // proved, so one server can tell its clients apart, and refuses with a
-// *PeerError (no_certificate, untrusted, wrong_identity). A client checks
+// *PeerError (no_certificate, untrusted, wrong_identity, expired: a leaf
+// pinned without a CA bundle is still held to its validity period, on the
+// verifier's clock, PeerVerifier.Now). A client checks
 // its server in the handshake (ClientConfig with VerifyPeer): the error it
 // gets is the *PeerError. A server that wants refused clients to know why
-// checks in its handler and answers 403 (see VerifyPeer).
+// checks in its handler and answers 403 (see VerifyPeer). Identities
+// compare in Identity.Canonical form (pins in any case, with or without
+// colons; SPIFFE IDs with the trust domain lower-cased, no trailing
+// slash); Identity.Overlaps reports two that one certificate could prove
+// both of, which a configuration that must tell clients apart refuses.
 //
 // # Metrics
 //
 // With the WithRegisterer option, NewReloader registers
-// switchyard_tls_certificate_reloads_total{result="success|failure"} and
-// switchyard_tls_certificate_expiry_timestamp_seconds (NotAfter of the
-// certificate being served, as Unix seconds), and NewCABundle
-// switchyard_tls_ca_bundle_reloads_total{result="success|failure"}.
+// switchyard_tls_certificate_reloads_total{purpose,result="success|failure"}
+// and switchyard_tls_certificate_expiry_timestamp_seconds{purpose}
+// (NotAfter of the certificate in use, as Unix seconds), and NewCABundle
+// switchyard_tls_ca_bundle_reloads_total{purpose,result="success|failure"}.
+// The purpose (WithPurpose, a closed set: serving, the default;
+// relay_server; signals_client) tells apart the certificates of one
+// process on one registry; use each once per registry.
 package tlsutil

@@ -64,7 +64,8 @@ func FuzzParseHosts(f *testing.F) {
 
 // FuzzIdentity: arbitrary SPIFFE IDs and pins never panic; an accepted
 // SPIFFE ID is a canonical URI that matches a certificate carrying it;
-// an accepted pin is 32 bytes whatever its spelling.
+// an accepted pin is 32 bytes whatever its spelling; Canonical is
+// idempotent and Overlaps symmetric and reflexive.
 func FuzzIdentity(f *testing.F) {
 	for _, s := range []string{"spiffe://example.org/site/a", "spiffe://a/b/../c", "spiffe://EX/x", "spiffe://x/y?z", "spiffe://x/%2F", "AB:cd:" + strings.Repeat("00", 30), strings.Repeat("f", 64), ""} {
 		f.Add(s)
@@ -83,5 +84,24 @@ func FuzzIdentity(f *testing.F) {
 			t.Fatalf("accepted pin %q", s)
 		}
 		_ = Identity{SPIFFEID: s, SHA256: s}.Validate()
+
+		// Canonical is idempotent, leaves a valid SPIFFE ID as it is, and
+		// Overlaps is symmetric and reflexive for a non-zero identity.
+		for _, id := range []Identity{{SPIFFEID: s}, {SHA256: s}, {SPIFFEID: s, SHA256: s}} {
+			c := id.Canonical()
+			if c.Canonical() != c {
+				t.Fatalf("Canonical(%+v) = %+v is not canonical", id, c)
+			}
+			if !c.IsZero() && !id.Overlaps(id) {
+				t.Fatalf("%+v does not overlap itself", id)
+			}
+			other := Identity{SPIFFEID: "spiffe://example.org/site/a", SHA256: strings.Repeat("ab", 32)}
+			if id.Overlaps(other) != other.Overlaps(id) {
+				t.Fatalf("Overlaps is not symmetric for %+v", id)
+			}
+		}
+		if ValidateSPIFFEID(s) == nil && (Identity{SPIFFEID: s}).Canonical().SPIFFEID != s {
+			t.Fatalf("a valid SPIFFE ID %q is changed by Canonical", s)
+		}
 	})
 }

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 )
 
 // Identity is what a peer's leaf certificate must prove: a SPIFFE ID (the
@@ -59,6 +60,49 @@ func (id Identity) Validate() error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// Canonical returns id in the form comparisons use: the pin as 64
+// lowercase hex digits without ':' (any case and colons accepted), the
+// SPIFFE ID as parsed, with its scheme and trust domain lower-cased and no
+// trailing '/'. A value that does not parse is only trimmed.
+func (id Identity) Canonical() Identity {
+	out := Identity{SPIFFEID: strings.TrimSpace(id.SPIFFEID), SHA256: strings.TrimSpace(id.SHA256)}
+	if out.SHA256 != "" {
+		if pin, err := ParsePin(out.SHA256); err == nil {
+			out.SHA256 = hex.EncodeToString(pin[:])
+		}
+	}
+	if out.SPIFFEID != "" {
+		if u, err := url.Parse(out.SPIFFEID); err == nil && u.Host != "" {
+			out.SPIFFEID = strings.ToLower(u.Scheme) + "://" + strings.ToLower(u.Host) + strings.TrimRight(u.EscapedPath(), "/")
+		}
+	}
+	return out
+}
+
+// Overlaps reports whether one certificate could prove both id and other,
+// so a verifier could not tell them apart: they set a component in common
+// (SPIFFE ID or pin), and every component both set is equal (compared in
+// Canonical form). An identity with only a SPIFFE ID and one with only a
+// pin do not overlap (nothing in the configuration ties them), nor does a
+// zero identity.
+func (id Identity) Overlaps(other Identity) bool {
+	a, b := id.Canonical(), other.Canonical()
+	common := false
+	if a.SPIFFEID != "" && b.SPIFFEID != "" {
+		if a.SPIFFEID != b.SPIFFEID {
+			return false
+		}
+		common = true
+	}
+	if a.SHA256 != "" && b.SHA256 != "" {
+		if a.SHA256 != b.SHA256 {
+			return false
+		}
+		common = true
+	}
+	return common
 }
 
 // Match reports whether leaf proves id: its only URI SAN equals SPIFFEID
@@ -166,13 +210,14 @@ const (
 	PeerNoCertificate = "no_certificate" // the peer sent no certificate
 	PeerUntrusted     = "untrusted"      // the chain does not verify against the CA bundle
 	PeerWrongIdentity = "wrong_identity" // a valid chain, but not the expected identity
+	PeerExpired       = "expired"        // a pinned leaf outside its NotBefore..NotAfter
 )
 
 // PeerError is a peer certificate that does not prove the expected
 // identity. The EPP's poller counts any PeerError as bad_identity, the
 // relay as grid_peer_poll_total{outcome="bad_identity"}.
 type PeerError struct {
-	Reason string     // PeerNoCertificate, PeerUntrusted or PeerWrongIdentity
+	Reason string     // PeerNoCertificate, PeerUntrusted, PeerWrongIdentity or PeerExpired
 	Want   []Identity // the accepted identities
 	Got    string     // what the leaf presented (URI SANs and SHA-256)
 	Err    error      // the chain verification error (PeerUntrusted)
@@ -189,6 +234,8 @@ func (e *PeerError) Error() string {
 		return "tlsutil: peer sent no certificate (want " + w + ")"
 	case PeerUntrusted:
 		return fmt.Sprintf("tlsutil: peer certificate %s is not signed by the CA bundle: %v", e.Got, e.Err)
+	case PeerExpired:
+		return fmt.Sprintf("tlsutil: peer certificate %s: %v", e.Got, e.Err)
 	}
 	return fmt.Sprintf("tlsutil: peer identity %s is not the expected %s", e.Got, w)
 }
@@ -220,11 +267,16 @@ func describe(leaf *x509.Certificate) string {
 // ExtKeyUsageClientAuth when checking a client), and the leaf must match
 // one of Accept. Host names are not checked: the identity is. Roots is
 // called on every check, so a reloaded CA bundle (CABundle.Pool) applies
-// to new connections.
+// to new connections. Without a pool (identities pinned by SHA-256 only)
+// the leaf must still be inside its validity period (NotBefore..NotAfter)
+// at Now: a pin does not outlive the certificate.
 type PeerVerifier struct {
 	Accept []Identity
 	Roots  func() *x509.CertPool
 	Usage  x509.ExtKeyUsage
+	// Now is the verifier's clock, for the chain's and the pinned leaf's
+	// validity; time.Now when nil.
+	Now func() time.Time
 }
 
 // Verify checks certs (leaf first, as tls.ConnectionState.PeerCertificates)
@@ -235,18 +287,31 @@ func (v PeerVerifier) Verify(certs []*x509.Certificate) (int, error) {
 		return -1, &PeerError{Reason: PeerNoCertificate, Want: v.Accept}
 	}
 	leaf := certs[0]
+	now := time.Now
+	if v.Now != nil {
+		now = v.Now
+	}
+	at := now()
+	var pool *x509.CertPool
 	if v.Roots != nil {
-		if pool := v.Roots(); pool != nil {
-			var inter *x509.CertPool
-			if len(certs) > 1 {
-				inter = x509.NewCertPool()
-				for _, c := range certs[1:] {
-					inter.AddCert(c)
-				}
+		pool = v.Roots()
+	}
+	if pool == nil {
+		// No chain to verify: the leaf's own validity period still holds.
+		if at.Before(leaf.NotBefore) || at.After(leaf.NotAfter) {
+			err := fmt.Errorf("not valid at %s (valid from %s to %s)", at.UTC().Format(time.RFC3339), leaf.NotBefore.UTC().Format(time.RFC3339), leaf.NotAfter.UTC().Format(time.RFC3339))
+			return -1, &PeerError{Reason: PeerExpired, Want: v.Accept, Got: describe(leaf), Err: err}
+		}
+	} else {
+		var inter *x509.CertPool
+		if len(certs) > 1 {
+			inter = x509.NewCertPool()
+			for _, c := range certs[1:] {
+				inter.AddCert(c)
 			}
-			if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{v.Usage}}); err != nil {
-				return -1, &PeerError{Reason: PeerUntrusted, Want: v.Accept, Got: describe(leaf), Err: err}
-			}
+		}
+		if _, err := leaf.Verify(x509.VerifyOptions{Roots: pool, Intermediates: inter, KeyUsages: []x509.ExtKeyUsage{v.Usage}, CurrentTime: at}); err != nil {
+			return -1, &PeerError{Reason: PeerUntrusted, Want: v.Accept, Got: describe(leaf), Err: err}
 		}
 	}
 	if i := MatchIdentity(leaf, v.Accept); i >= 0 {

@@ -284,8 +284,10 @@ func counter(t *testing.T, reg *prometheus.Registry, result string) float64 {
 			continue
 		}
 		for _, m := range mf.GetMetric() {
-			if m.GetLabel()[0].GetValue() == result {
-				return m.GetCounter().GetValue()
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "result" && l.GetValue() == result {
+					return m.GetCounter().GetValue()
+				}
 			}
 		}
 	}
@@ -332,4 +334,100 @@ func TestHandlerLevelRefusal(t *testing.T) {
 		tr.CloseIdleConnections()
 		assert.Equal(t, tt.code, resp.StatusCode, string(body))
 	}
+}
+
+// TestIdentityCanonicalAndOverlaps: identities compare as a verifier sees
+// them: pins in any case, with or without colons; SPIFFE IDs with the
+// trust domain lower-cased and no trailing slash; one certificate that
+// could prove two identities makes them overlap.
+func TestIdentityCanonicalAndOverlaps(t *testing.T) {
+	pin := strings.Repeat("ab", 32)
+	pinColons := strings.TrimSuffix(strings.Repeat("AB:", 32), ":")
+	assert.Equal(t, tlsutil.Identity{SHA256: pin}, tlsutil.Identity{SHA256: " " + pinColons + " "}.Canonical())
+	assert.Equal(t, tlsutil.Identity{SPIFFEID: "spiffe://grid.example/site/A"}, tlsutil.Identity{SPIFFEID: "SPIFFE://Grid.Example/site/A/"}.Canonical(), "the path keeps its case")
+	assert.Equal(t, tlsutil.Identity{SHA256: "xyz"}, tlsutil.Identity{SHA256: "xyz"}.Canonical(), "unparsable: trimmed only")
+	tests := []struct {
+		name string
+		a, b tlsutil.Identity
+		want bool
+	}{
+		{"same pin, other form", tlsutil.Identity{SHA256: pin}, tlsutil.Identity{SHA256: pinColons}, true},
+		{"other pins", tlsutil.Identity{SHA256: pin}, tlsutil.Identity{SHA256: strings.Repeat("cd", 32)}, false},
+		{"same SPIFFE ID, other form", tlsutil.Identity{SPIFFEID: "spiffe://td/site/a"}, tlsutil.Identity{SPIFFEID: "spiffe://TD/site/a/"}, true},
+		{"path case matters", tlsutil.Identity{SPIFFEID: "spiffe://td/site/a"}, tlsutil.Identity{SPIFFEID: "spiffe://td/site/A"}, false},
+		{"ID and ID with a pin", tlsutil.Identity{SPIFFEID: "spiffe://td/site/a"}, tlsutil.Identity{SPIFFEID: "spiffe://td/site/a", SHA256: pin}, true},
+		{"same ID, other pins", tlsutil.Identity{SPIFFEID: "spiffe://td/site/a", SHA256: pin}, tlsutil.Identity{SPIFFEID: "spiffe://td/site/a", SHA256: strings.Repeat("cd", 32)}, false},
+		{"pin only and ID only", tlsutil.Identity{SHA256: pin}, tlsutil.Identity{SPIFFEID: "spiffe://td/site/a"}, false},
+		{"zero", tlsutil.Identity{}, tlsutil.Identity{}, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			assert.Equal(t, tt.want, tt.a.Overlaps(tt.b))
+			assert.Equal(t, tt.want, tt.b.Overlaps(tt.a), "symmetric")
+		})
+	}
+}
+
+// TestPinnedLeafValidity: a peer known by its pin only (no CA bundle) is
+// still refused outside its certificate's validity period, judged on the
+// verifier's clock (a fake one here, and the wall clock by default).
+func TestPinnedLeafValidity(t *testing.T) {
+	now := time.Now()
+	expired := tlstest.SelfSignedBetween(t, "", now.Add(-48*time.Hour), now.Add(-time.Hour))
+	future := tlstest.SelfSignedBetween(t, "", now.Add(time.Hour), now.Add(48*time.Hour))
+	valid := tlstest.SelfSigned(t, "")
+	for _, tc := range []struct {
+		name   string
+		leaf   *tlstest.Leaf
+		now    func() time.Time
+		reason string // "" accepted
+	}{
+		{"expired, wall clock", expired, nil, tlsutil.PeerExpired},
+		{"not yet valid, wall clock", future, nil, tlsutil.PeerExpired},
+		{"valid, wall clock", valid, nil, ""},
+		{"expired leaf, at a time it was valid", expired, func() time.Time { return now.Add(-2 * time.Hour) }, ""},
+		{"valid leaf, at a time past it", valid, func() time.Time { return now.Add(72 * time.Hour) }, tlsutil.PeerExpired},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := tlsutil.PeerVerifier{Accept: []tlsutil.Identity{tc.leaf.Pin()}, Usage: x509.ExtKeyUsageClientAuth, Now: tc.now}
+			i, err := v.Verify([]*x509.Certificate{tc.leaf.TLS.Leaf})
+			if tc.reason == "" {
+				require.NoError(t, err)
+				assert.Equal(t, 0, i)
+				return
+			}
+			var pe *tlsutil.PeerError
+			require.ErrorAs(t, err, &pe)
+			assert.Equal(t, tc.reason, pe.Reason)
+			assert.Contains(t, err.Error(), "not valid at")
+			assert.True(t, tlsutil.IsPeerError(err))
+		})
+	}
+
+	// In a real handshake, through VerifyPeer (the wall clock).
+	srv := tlsutil.MutualServerConfig(tlsutil.Static(expired.TLS), nil)
+	l, err := tls.Listen("tcp", "127.0.0.1:0", srv)
+	require.NoError(t, err)
+	done := make(chan struct{})
+	defer func() {
+		_ = l.Close()
+		<-done
+	}()
+	go func() {
+		defer close(done)
+		c, err := l.Accept()
+		if err == nil {
+			_ = c.(*tls.Conn).Handshake()
+			_ = c.Close()
+		}
+	}()
+	client := tlsutil.ClientConfig("localhost", func(*tls.CertificateRequestInfo) (*tls.Certificate, error) { return &valid.TLS, nil },
+		tlsutil.VerifyPeer([]tlsutil.Identity{expired.Pin()}, nil, x509.ExtKeyUsageServerAuth))
+	conn, err := tls.Dial("tcp", l.Addr().String(), client)
+	if conn != nil {
+		_ = conn.Close()
+	}
+	var pe *tlsutil.PeerError
+	require.ErrorAs(t, err, &pe)
+	assert.Equal(t, tlsutil.PeerExpired, pe.Reason)
 }

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,7 +62,8 @@ type Reloader struct {
 type ReloaderOption func(*reloaderOptions)
 
 type reloaderOptions struct {
-	reg prometheus.Registerer
+	reg     prometheus.Registerer
+	purpose Purpose
 }
 
 // WithRegisterer registers the reload metrics (see the package
@@ -69,6 +71,47 @@ type reloaderOptions struct {
 // Without it the Reloader records no metrics.
 func WithRegisterer(reg prometheus.Registerer) ReloaderOption {
 	return func(o *reloaderOptions) { o.reg = reg }
+}
+
+// Purpose tells apart the certificates (and CA bundles) of one process in
+// the metrics' purpose label: a closed set.
+type Purpose string
+
+// The purposes.
+const (
+	// PurposeServing is the EPP's serving certificate (ext_proc, metrics);
+	// the default.
+	PurposeServing Purpose = "serving"
+	// PurposeRelayServer is a site-relay's certificate and CA bundle: the
+	// certificate is served on its signals port and presented to its
+	// peers, the bundle verifies both.
+	PurposeRelayServer Purpose = "relay_server"
+	// PurposeSignalsClient is the EPP's client certificate to its
+	// site-relay, and the CA bundle that verifies the relay.
+	PurposeSignalsClient Purpose = "signals_client"
+)
+
+// Purposes lists every Purpose.
+var Purposes = []Purpose{PurposeServing, PurposeRelayServer, PurposeSignalsClient}
+
+// WithPurpose sets the purpose label of the metrics (PurposeServing when
+// not given); a value outside Purposes is refused by the constructor. Use
+// each purpose for one certificate (and one CA bundle) per registry: two
+// with the same purpose share their series.
+func WithPurpose(p Purpose) ReloaderOption {
+	return func(o *reloaderOptions) { o.purpose = p }
+}
+
+// options applies opts over the defaults and checks the purpose.
+func options(opts []ReloaderOption) (reloaderOptions, error) {
+	o := reloaderOptions{purpose: PurposeServing}
+	for _, opt := range opts {
+		opt(&o)
+	}
+	if !slices.Contains(Purposes, o.purpose) {
+		return o, fmt.Errorf("tlsutil: purpose %q is not one of %v", o.purpose, Purposes)
+	}
+	return o, nil
 }
 
 // NewReloader loads certDir/tls.crt and certDir/tls.key; the error names
@@ -91,9 +134,9 @@ func NewFileReloader(certFile, keyFile string, logger logr.Logger, opts ...Reloa
 }
 
 func newReloader(dir, certPath, keyPath string, logger logr.Logger, opts []ReloaderOption) (*Reloader, error) {
-	var o reloaderOptions
-	for _, opt := range opts {
-		opt(&o)
+	o, err := options(opts)
+	if err != nil {
+		return nil, err
 	}
 	reg := o.reg
 	r := &Reloader{
@@ -113,7 +156,7 @@ func newReloader(dir, certPath, keyPath string, logger logr.Logger, opts []Reloa
 		return nil, err
 	}
 	if reg != nil {
-		if err := r.registerMetrics(reg); err != nil {
+		if err := r.registerMetrics(reg, o.purpose); err != nil {
 			return nil, err
 		}
 	}
@@ -121,24 +164,24 @@ func newReloader(dir, certPath, keyPath string, logger logr.Logger, opts []Reloa
 	return r, nil
 }
 
-func (r *Reloader) registerMetrics(reg prometheus.Registerer) error {
+func (r *Reloader) registerMetrics(reg prometheus.Registerer, purpose Purpose) error {
 	reloads, err := register(reg, "switchyard_tls_certificate_reloads_total", prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "switchyard_tls_certificate_reloads_total",
-		Help: "Reloads of the TLS certificate pair after a change, by result (success or failure).",
-	}, []string{"result"}))
+		Help: "Reloads of a TLS certificate pair after a change, by purpose (serving, relay_server, signals_client) and result (success or failure).",
+	}, []string{"purpose", "result"}))
 	if err != nil {
 		return err
 	}
-	expiry, err := register(reg, "switchyard_tls_certificate_expiry_timestamp_seconds", prometheus.NewGauge(prometheus.GaugeOpts{
+	expiry, err := register(reg, "switchyard_tls_certificate_expiry_timestamp_seconds", prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "switchyard_tls_certificate_expiry_timestamp_seconds",
-		Help: "NotAfter of the TLS certificate being served, as Unix time in seconds.",
-	}))
+		Help: "NotAfter of the TLS certificate in use, as Unix time in seconds, by purpose (serving, relay_server, signals_client).",
+	}, []string{"purpose"}))
 	if err != nil {
 		return err
 	}
-	r.reloadOK = reloads.WithLabelValues("success")
-	r.reloadFailed = reloads.WithLabelValues("failure")
-	r.expiry = expiry
+	r.reloadOK = reloads.WithLabelValues(string(purpose), "success")
+	r.reloadFailed = reloads.WithLabelValues(string(purpose), "failure")
+	r.expiry = expiry.WithLabelValues(string(purpose))
 	return nil
 }
 

@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -20,6 +21,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/go-logr/logr/testr"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -375,8 +377,9 @@ func TestReloadUnchanged(t *testing.T) {
 	assert.Equal(t, 0.0, value(t, r.reloadOK))
 }
 
-// TestReloaderReRegistration: two reloaders on one registry share the
-// metrics.
+// TestReloaderReRegistration: reloaders on one registry share the
+// collectors; the purpose label tells their series apart (the same
+// purpose shares them); a purpose outside the closed set is refused.
 func TestReloaderReRegistration(t *testing.T) {
 	dir := t.TempDir()
 	writePair(t, dir, newCert(t))
@@ -385,7 +388,14 @@ func TestReloaderReRegistration(t *testing.T) {
 	require.NoError(t, err)
 	b, err := NewReloader(dir, logr.Discard(), WithRegisterer(reg))
 	require.NoError(t, err)
-	assert.Same(t, a.expiry, b.expiry)
+	assert.Same(t, a.expiry, b.expiry, "the same (default) purpose")
+	c, err := NewFileReloader(filepath.Join(dir, CertFile), filepath.Join(dir, KeyFile), logr.Discard(), WithRegisterer(reg), WithPurpose(PurposeSignalsClient))
+	require.NoError(t, err)
+	assert.NotSame(t, a.expiry, c.expiry)
+	_, err = NewReloader(dir, logr.Discard(), WithRegisterer(reg), WithPurpose("other"))
+	assert.ErrorContains(t, err, `purpose "other" is not one of`)
+	_, err = NewCABundle(filepath.Join(dir, CertFile), logr.Discard(), WithPurpose("other"))
+	assert.ErrorContains(t, err, `purpose "other" is not one of`)
 
 	reg2 := prometheus.NewRegistry()
 	reg2.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "switchyard_tls_certificate_reloads_total", Help: "x"}))
@@ -435,4 +445,54 @@ func BenchmarkSelfSigned(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestCertificateMetricsByPurpose: the certificates and CA bundles of one
+// process (the EPP's serving certificate, its signals client certificate
+// and CA, a relay's) are told apart by the purpose label, every series
+// exists from the start, and the metrics lint clean.
+func TestCertificateMetricsByPurpose(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	serving, client := t.TempDir(), t.TempDir()
+	writePair(t, serving, newCert(t))
+	writePair(t, client, newCert(t))
+	_, err := NewReloader(serving, logr.Discard(), WithRegisterer(reg))
+	require.NoError(t, err)
+	_, err = NewFileReloader(filepath.Join(client, CertFile), filepath.Join(client, KeyFile), logr.Discard(), WithRegisterer(reg), WithPurpose(PurposeSignalsClient))
+	require.NoError(t, err)
+	_, err = NewCABundle(filepath.Join(client, CertFile), logr.Discard(), WithRegisterer(reg), WithPurpose(PurposeSignalsClient))
+	require.NoError(t, err)
+	_, err = NewCABundle(filepath.Join(serving, CertFile), logr.Discard(), WithRegisterer(reg), WithPurpose(PurposeRelayServer))
+	require.NoError(t, err)
+
+	mfs, err := reg.Gather()
+	require.NoError(t, err)
+	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
+	require.NoError(t, err)
+	assert.Empty(t, problems)
+	got := map[string][]string{}
+	for _, mf := range mfs {
+		for _, m := range mf.GetMetric() {
+			var ls []string
+			for _, l := range m.GetLabel() {
+				ls = append(ls, l.GetName()+"="+l.GetValue())
+			}
+			got[mf.GetName()] = append(got[mf.GetName()], strings.Join(ls, ","))
+			if mf.GetName() == "switchyard_tls_certificate_expiry_timestamp_seconds" {
+				assert.Greater(t, m.GetGauge().GetValue(), float64(time.Now().Unix()), "each its own NotAfter")
+			}
+		}
+		slices.Sort(got[mf.GetName()])
+	}
+	assert.Equal(t, map[string][]string{
+		"switchyard_tls_certificate_reloads_total": {
+			"purpose=serving,result=failure", "purpose=serving,result=success",
+			"purpose=signals_client,result=failure", "purpose=signals_client,result=success",
+		},
+		"switchyard_tls_certificate_expiry_timestamp_seconds": {"purpose=serving", "purpose=signals_client"},
+		"switchyard_tls_ca_bundle_reloads_total": {
+			"purpose=relay_server,result=failure", "purpose=relay_server,result=success",
+			"purpose=signals_client,result=failure", "purpose=signals_client,result=success",
+		},
+	}, got)
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"context"
 	"crypto/tls"
 	"encoding/json"
 	"fmt"
@@ -11,12 +10,15 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard-ai/switchyard/pkg/multisite/signals"
@@ -59,15 +61,22 @@ type sitesState struct {
 	Poller struct {
 		LastResult string `json:"lastResult"`
 	} `json:"poller"`
-	Sites []struct {
-		Name      string `json:"name"`
-		Providers []struct {
-			Name          string   `json:"name"`
-			Generation    *uint64  `json:"generation"`
-			PublishesLoad bool     `json:"publishesLoad"`
-			Ready         *float64 `json:"readyEndpoints"`
-		} `json:"providers"`
-	} `json:"sites"`
+	Sites []siteState `json:"sites"`
+}
+
+type siteState struct {
+	Name          string          `json:"name"`
+	Rounds        *uint64         `json:"rounds"`
+	ProviderCount int             `json:"providerCount"`
+	Providers     []providerState `json:"providers"`
+}
+
+type providerState struct {
+	Name          string   `json:"name"`
+	Generation    *uint64  `json:"generation"`
+	PublishesLoad *float64 `json:"publishesLoad"`
+	Ready         *float64 `json:"readyEndpoints"`
+	Running       *float64 `json:"averageRunningRequests"`
 }
 
 func (c *cluster) sites(t *testing.T) sitesState {
@@ -84,28 +93,150 @@ func (c *cluster) sites(t *testing.T) sitesState {
 	return st
 }
 
+// String shows the view with its values (for failure messages).
+func (st sitesState) String() string {
+	b, _ := json.Marshal(st)
+	return string(b)
+}
+
+func (st sitesState) site(name string) (siteState, bool) {
+	for _, s := range st.Sites {
+		if s.Name == name {
+			return s, true
+		}
+	}
+	return siteState{}, false
+}
+
+func (s siteState) provider(name string) (providerState, bool) {
+	for _, p := range s.Providers {
+		if p.Name == name {
+			return p, true
+		}
+	}
+	return providerState{}, false
+}
+
 // loaded reports the sites whose provider "pool" has a full reading (a
-// generation and two ready endpoints).
+// generation, two ready endpoints, publishes_load 1) and whose provider
+// "quiet" (no metricsConfig) says publishes_load 0.
 func (st sitesState) loaded() []string {
 	var out []string
 	for _, s := range st.Sites {
-		for _, p := range s.Providers {
-			if p.Name == "pool" && p.Generation != nil && p.Ready != nil && *p.Ready == 2 && p.PublishesLoad {
-				out = append(out, s.Name)
-			}
+		p, ok := s.provider("pool")
+		q, okq := s.provider("quiet")
+		if ok && okq && p.Generation != nil && p.Ready != nil && *p.Ready == 2 && p.PublishesLoad != nil && *p.PublishesLoad == 1 &&
+			q.PublishesLoad != nil && *q.PublishesLoad == 0 {
+			out = append(out, s.Name)
 		}
 	}
 	return out
 }
 
-func (st sitesState) has(name string) bool {
-	for _, s := range st.Sites {
-		if s.Name == name && len(s.Providers) > 0 {
-			return true
+// seriesAt reads a Prometheus text endpoint into series -> value, the
+// series written name{label="value",...} with the labels sorted by name.
+func seriesAt(t *testing.T, url, token string) map[string]float64 {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	require.NoError(t, err)
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode, url)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	require.NoError(t, err, url)
+	out := map[string]float64{}
+	for name, f := range fams {
+		for _, m := range f.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, l.GetName(), l.GetValue())
+			}
+			v := m.GetGauge().GetValue() + m.GetCounter().GetValue() + m.GetUntyped().GetValue()
+			out[series(name, labels...)] = v
 		}
 	}
-	return false
+	return out
 }
+
+// series names one series: name{label="value",...}, labels (name, value
+// pairs) sorted by name.
+func series(name string, labels ...string) string {
+	if len(labels) == 0 {
+		return name
+	}
+	pairs := make([]string, 0, len(labels)/2)
+	for i := 0; i+1 < len(labels); i += 2 {
+		pairs = append(pairs, fmt.Sprintf("%s=%q", labels[i], labels[i+1]))
+	}
+	slices.Sort(pairs)
+	return name + "{" + strings.Join(pairs, ",") + "}"
+}
+
+// value returns a series that must exist.
+func value(t *testing.T, m map[string]float64, name string, labels ...string) float64 {
+	t.Helper()
+	k := series(name, labels...)
+	v, ok := m[k]
+	require.True(t, ok, "no series %s", k)
+	return v
+}
+
+func (s *site) admin() string { return "http://" + net.JoinHostPort(s.ip, strconv.Itoa(s.adminPort)) }
+
+// relayMetrics reads the relay's own metrics (admin port).
+func (s *site) relayMetrics(t *testing.T) map[string]float64 {
+	t.Helper()
+	return seriesAt(t, s.admin()+"/metrics", "")
+}
+
+// rounds is the relay's grid_peer_poll_rounds_total: the peer poll rounds
+// it completed, each trying every peer.
+func (s *site) rounds(t *testing.T) float64 {
+	t.Helper()
+	return value(t, s.relayMetrics(t), "grid_peer_poll_rounds_total")
+}
+
+// awaitRounds waits until the relay has completed n rounds after from, and
+// returns its count. Convergence is judged in rounds, not in time; the
+// deadline only keeps a broken relay from hanging the test.
+func (s *site) awaitRounds(t *testing.T, from float64, n int) float64 {
+	t.Helper()
+	var r float64
+	require.Eventually(t, func() bool {
+		r = s.rounds(t)
+		return r >= from+float64(n)
+	}, 60*time.Second, 20*time.Millisecond, "relay %s: %v rounds, waiting for %v", s.name, r, from+float64(n))
+	return r
+}
+
+// eppMetrics reads the EPP's /metrics.
+func (c *cluster) eppMetrics(t *testing.T) map[string]float64 {
+	t.Helper()
+	return seriesAt(t, c.metrics+"/metrics", c.token)
+}
+
+// awaitPolls waits until the EPP's grid_signals_poll_total{result} is at
+// least n, and returns the EPP's metrics then.
+func (c *cluster) awaitPolls(t *testing.T, result string, n float64) map[string]float64 {
+	t.Helper()
+	var m map[string]float64
+	require.Eventually(t, func() bool {
+		m = c.eppMetrics(t)
+		return m[series("grid_signals_poll_total", "result", result)] >= n
+	}, 60*time.Second, 20*time.Millisecond, "grid_signals_poll_total{result=%q} never reached %v", result, n)
+	return m
+}
+
+// pollResults are the EPP's grid_signals_poll_total results.
+var pollResults = []string{"ok", "unreachable", "unauthorized", "too_large", "no_date", "bad_identity"}
+
+// peerOutcomes are the relay's grid_peer_poll_total outcomes.
+var peerOutcomes = []string{"ok", "unreachable", "bad_identity", "unauthorized", "bad_status", "too_large", "no_date"}
 
 func TestMultisiteSignals(t *testing.T) {
 	ca := tlstest.NewCA(t, "grid")
@@ -131,6 +262,9 @@ func TestMultisiteSignals(t *testing.T) {
 	// certificate: relay a must refuse it (bad_identity) and relay none of
 	// its rows (G-02).
 	impostor := fakePeer(t, ca, "127.0.41.10", "x", false)
+	// A peer of site a, "d", in EPP a's topology, that never answers (a
+	// closed port): relay a tries it every round and never hears from it.
+	silent := net.JoinHostPort("127.0.41.4", strconv.Itoa(freePortOn(t, "127.0.41.4")))
 
 	// The EPPs: two modelsim servers each, the signals source on.
 	for _, n := range names {
@@ -145,6 +279,9 @@ func TestMultisiteSignals(t *testing.T) {
 			if m != n {
 				fmt.Fprintf(&topo, "  gateway: 127.0.41.%d:8080\n", strings.Index("abc", m)+1)
 			}
+		}
+		if n == "a" {
+			topo.WriteString("- name: d\n  cluster: d\n  gateway: 127.0.41.4:8080\n")
 		}
 		topoFile := filepath.Join(s.dir, "topology.yaml")
 		require.NoError(t, os.WriteFile(topoFile, []byte(topo.String()), 0o600))
@@ -182,6 +319,7 @@ tls: {certFile: %s, keyFile: %s, caFile: %s}
 providers:
 - name: pool
   metricsConfig: {endpoint: %s/metrics, bearerTokenFile: %s}
+- name: quiet   # no metricsConfig: publishes no load (G-47 a)
 peers:
 `, n, n, tlstest.TrustDomain, net.JoinHostPort(s.ip, strconv.Itoa(s.relayPort)), net.JoinHostPort(s.ip, strconv.Itoa(s.adminPort)),
 			relayPoll, cert, key, caFile, s.epp.metrics, tokenFile)
@@ -191,7 +329,7 @@ peers:
 			}
 		}
 		if n == "a" {
-			fmt.Fprintf(&cfg, "- {site: f, address: %s}\n- {site: g, address: %s}\n", fake, impostor)
+			fmt.Fprintf(&cfg, "- {site: f, address: %s}\n- {site: g, address: %s}\n- {site: d, address: %s}\n", fake, impostor, silent)
 		}
 		cfgFile := filepath.Join(s.dir, "relay.yaml")
 		require.NoError(t, os.WriteFile(cfgFile, []byte(cfg.String()), 0o600))
@@ -200,29 +338,137 @@ peers:
 		s.relay.waitFor(t, regexp.MustCompile(`"msg":"site-relay serving".*"(site)"`))
 	}
 
+	// The change every relay's rounds are counted from: every relay has
+	// its own site's load (a scrape of its EPP succeeded, counted). From
+	// then on, a row takes one peer round to reach the other relays and
+	// one EPP poll to reach their EPPs.
+	for _, n := range names {
+		s := sites[n]
+		require.Eventually(t, func() bool {
+			return value(t, s.relayMetrics(t), "grid_relay_scrapes_total", "provider", "pool", "result", "ok") >= 1
+		}, 60*time.Second, 20*time.Millisecond, "relay %s never scraped its EPP", n)
+	}
+	start := map[string]float64{}
+	for _, n := range names {
+		start[n] = sites[n].rounds(t)
+	}
+
 	t.Run("every EPP's site store converges to all three sites within 3 poll rounds", func(t *testing.T) {
-		start := time.Now()
 		for _, n := range names {
-			require.Eventually(t, func() bool {
-				return len(sites[n].epp.sites(t).loaded()) == 3
-			}, 15*time.Second, 50*time.Millisecond, "site %s: %+v", n, sites[n].epp.sites(t))
+			s := sites[n]
+			// The relay's round count is read before the EPP's view, so a
+			// view not converged after start+3 rounds really was not. The
+			// deadline only keeps a broken relay from hanging the test.
+			deadline := time.Now().Add(60 * time.Second)
+			for {
+				r := s.rounds(t)
+				st := s.epp.sites(t)
+				if len(st.loaded()) == 3 {
+					t.Logf("site %s: converged with its relay at round %v (start %v)", n, r, start[n])
+					break
+				}
+				require.LessOrEqual(t, r, start[n]+3, "site %s: not converged within 3 rounds of its relay: %s", n, st)
+				require.True(t, time.Now().Before(deadline), "site %s: relay rounds stuck at %v", n, r)
+				time.Sleep(20 * time.Millisecond)
+			}
 		}
-		took := time.Since(start)
-		t.Logf("every site store held all three sites' load after %s (scrape %s, relay polls %s, EPP polls %s)", took, "300ms", relayPoll, pollInterval)
-		// From the last relay's start, a row takes at most one scrape, one
-		// peer poll and one EPP poll to arrive: three rounds of 300 ms, with
-		// the 50 ms of the check's own polling and some slack for a loaded
-		// machine.
-		require.LessOrEqual(t, took, 3*relayPoll+600*time.Millisecond, "converged within 3 poll rounds")
+	})
+
+	t.Run("publishes_load and rounds, exactly, 2 rounds past the start", func(t *testing.T) {
+		for _, n := range names {
+			sites[n].awaitRounds(t, start[n], 2)
+		}
+		for _, n := range names {
+			s := sites[n]
+			// The EPP's view holds its relay's round counts of the peers
+			// (the relay tries every peer each round), at least 2 past the
+			// start once the EPP polled after them.
+			var st sitesState
+			require.Eventually(t, func() bool {
+				st = s.epp.sites(t)
+				for _, m := range names {
+					if ss, _ := st.site(m); m != n && (ss.Rounds == nil || float64(*ss.Rounds) < start[n]+2) {
+						return false
+					}
+				}
+				return true
+			}, 60*time.Second, 20*time.Millisecond, "site %s: peer rounds never reached %v: %+v", n, start[n]+2, st)
+			require.ElementsMatch(t, names, st.loaded(), "site %s", n)
+			for _, m := range names {
+				ss, ok := st.site(m)
+				require.True(t, ok, "site %s: no site %s", n, m)
+				require.Equal(t, 2, ss.ProviderCount, "site %s sees site %s with pool and quiet only", n, m)
+				if m == n {
+					require.Nil(t, ss.Rounds, "site %s: its own site has no peer rounds", n)
+				}
+				pool, _ := ss.provider("pool")
+				require.NotNil(t, pool.PublishesLoad)
+				require.Equal(t, 1.0, *pool.PublishesLoad, "site %s: %s/pool has metricsConfig (or, a peer's, sent load): publishes load", n, m)
+				quiet, _ := ss.provider("quiet")
+				require.NotNil(t, quiet.PublishesLoad, "site %s: %s/quiet says it publishes no load", n, m)
+				require.Equal(t, 0.0, *quiet.PublishesLoad, "site %s: %s/quiet has no metricsConfig", n, m)
+				require.Nil(t, quiet.Generation, "site %s: %s/quiet: nothing scraped, no generation", n, m)
+				require.Nil(t, quiet.Ready, "site %s: %s/quiet: nothing scraped", n, m)
+			}
+			// The view lists the topology's sites and no other; rows of
+			// other sites (f's and g's, which relay a relays) are dropped
+			// as site_mismatch, and only EPP a ever gets any.
+			var listed []string
+			for _, ss := range st.Sites {
+				listed = append(listed, ss.Name)
+			}
+			want := slices.Clone(names)
+			if n == "a" {
+				want = append(want, "d")
+			}
+			require.ElementsMatch(t, want, listed, "site %s", n)
+			mismatch := value(t, s.epp.eppMetrics(t), "grid_signals_ingest_dropped_total", "reason", "site_mismatch")
+			if n == "a" {
+				require.Positive(t, mismatch, "EPP a drops the rows of f and g")
+			} else {
+				require.Zero(t, mismatch, "site %s: a peer relay serves its own site's rows only", n)
+			}
+		}
+		// Site d, a peer of relay a never heard from: EPP a knows its
+		// rounds (relay a tried it) and nothing else, publishes_load
+		// included.
 		st := sites["a"].epp.sites(t)
-		require.False(t, st.has("f"), "rows of a site the topology does not know never appear")
+		d, ok := st.site("d")
+		require.True(t, ok, "d is in EPP a's topology")
+		require.NotNil(t, d.Rounds, "relay a tried d in its rounds")
+		require.GreaterOrEqual(t, float64(*d.Rounds), start["a"]+2)
+		require.Zero(t, d.ProviderCount, "no provider of an unheard peer, so no publishes_load: %+v", d)
+		require.Empty(t, d.Providers)
+		m := sites["a"].relayMetrics(t)
+		rounds := value(t, m, "grid_peer_poll_rounds_total")
+		for _, o := range peerOutcomes {
+			if o != "unreachable" {
+				require.Zero(t, value(t, m, "grid_peer_poll_total", "peer", "d", "outcome", o), "peer d (a closed port) outcome %s", o)
+			}
+		}
+		unreachable := value(t, m, "grid_peer_poll_total", "peer", "d", "outcome", "unreachable")
+		require.InDelta(t, rounds, unreachable, 1, "every round tried d and failed to reach it (one round may be counted, its polls not yet)")
+		// The genuine peers: every round polled each once, none was
+		// refused (a poll may time out on a loaded machine: unreachable).
+		for _, p := range []string{"b", "c"} {
+			var sum float64
+			for _, o := range peerOutcomes {
+				v := value(t, m, "grid_peer_poll_total", "peer", p, "outcome", o)
+				sum += v
+				if o != "ok" && o != "unreachable" {
+					require.Zero(t, v, "peer %s outcome %s", p, o)
+				}
+			}
+			require.InDelta(t, rounds, sum, 1, "every round polled peer %s once", p)
+			require.Positive(t, value(t, m, "grid_peer_poll_total", "peer", p, "outcome", "ok"), "peer %s", p)
+		}
 	})
 
 	t.Run("a relay presenting the wrong identity is refused and its rows never appear", func(t *testing.T) {
 		// An EPP of a fourth site, "spy", that expects its relay to be
 		// site b's but is pointed at site a's relay: bad_identity on the
-		// EPP side; and a relay of site "x" with a certificate of site a is
-		// polled by no one successfully.
+		// EPP side, and nothing else; and a peer of relay a claiming to be
+		// site g with site x's certificate: bad_identity on the relay side.
 		s := sites["a"]
 		dir := t.TempDir()
 		cert, key := ca.Issue(t, tlsutil.SiteSPIFFEID(tlstest.TrustDomain, "b")+"/epp").WriteFiles(t, dir)
@@ -235,46 +481,96 @@ peers:
 			"--signals-ca-file", caFile, "--signals-cert-file", cert, "--signals-key-file", key,
 			"--signals-relay-identity", tlsutil.SiteSPIFFEID(tlstest.TrustDomain, "b"),
 		}})
-		require.Eventually(t, func() bool {
-			m, err := scrapeWithToken(context.Background(), spy.metrics+"/metrics", spy.token)
-			return err == nil && m["grid_signals_poll_total"] != nil && spy.sites(t).Poller.LastResult == "bad_identity"
-		}, 10*time.Second, 50*time.Millisecond)
+		m := spy.awaitPolls(t, "bad_identity", 3)
+		for _, r := range pollResults {
+			if r != "bad_identity" {
+				require.Zero(t, value(t, m, "grid_signals_poll_total", "result", r), "the spy's polls are all bad_identity, none %s", r)
+			}
+		}
 		st := spy.sites(t)
-		require.Empty(t, st.loaded(), "no row of the impostor is ingested")
+		require.Equal(t, "bad_identity", st.Poller.LastResult)
+		for _, ss := range st.Sites {
+			require.Zero(t, ss.ProviderCount, "no row of the impostor is ingested: %+v", ss)
+			require.Nil(t, ss.Rounds, "no row of the impostor is ingested: %+v", ss)
+		}
 
-		// Relay side: relay a refuses the impostor claiming to be site g,
-		// counts it, and relays none of its rows to its EPP.
-		admin := "http://" + net.JoinHostPort(s.ip, strconv.Itoa(s.adminPort)) + "/metrics"
+		// Relay side: every round of relay a refused g as bad_identity,
+		// and relay a relays no provider row of g (or x) to its EPP.
+		gOutcomes := func(m map[string]float64) map[string]float64 {
+			out := map[string]float64{}
+			for _, o := range peerOutcomes {
+				out[o] = value(t, m, "grid_peer_poll_total", "peer", "g", "outcome", o)
+			}
+			return out
+		}
+		bad0 := gOutcomes(s.relayMetrics(t))["bad_identity"]
+		var rm map[string]float64
 		require.Eventually(t, func() bool {
-			return strings.Contains(getText(t, admin), `grid_peer_poll_total{outcome="bad_identity",peer="g"}`)
-		}, 10*time.Second, 50*time.Millisecond)
-		require.Greater(t, metricLine(t, getText(t, admin), `grid_peer_poll_total{outcome="bad_identity",peer="g"}`), 0.0)
+			rm = s.relayMetrics(t)
+			return gOutcomes(rm)["bad_identity"] >= bad0+2
+		}, 60*time.Second, 20*time.Millisecond, "relay a refused g twice more")
+		outcomes := gOutcomes(rm)
+		rounds := value(t, rm, "grid_peer_poll_rounds_total")
+		var sum float64
+		for _, v := range outcomes {
+			sum += v
+		}
+		require.InDelta(t, rounds, sum, 1, "every round polled g once (one round may be counted, its polls not yet): %v", outcomes)
+		require.Zero(t, outcomes["ok"], "g was never accepted: %v", outcomes)
+		for _, o := range []string{"unauthorized", "bad_status", "too_large", "no_date"} {
+			require.Zero(t, outcomes[o], "g's refusals are bad_identity (or, on a loaded machine, a timeout), never %s: %v", o, outcomes)
+		}
 		body := relayBody(t, s, caFile)
-		require.NotContains(t, body, `grid_site="g"`, "the impostor's rows are never relayed")
-		require.NotContains(t, body, `grid_site="x"`)
-		require.Contains(t, body, `grid_site="b"`)
+		for _, l := range strings.Split(body, "\n") {
+			if strings.Contains(l, `grid_site="g"`) || strings.Contains(l, `grid_site="x"`) {
+				require.NotContains(t, l, "grid_provider=", "the impostor's rows are never relayed")
+			}
+		}
+		require.Contains(t, body, `grid_site="b",grid_cluster="b",grid_provider="pool"`)
 	})
 
 	t.Run("a peer whose body is over the limits is truncated and counted", func(t *testing.T) {
 		s := sites["a"]
-		admin := "http://" + net.JoinHostPort(s.ip, strconv.Itoa(s.adminPort)) + "/metrics"
-		require.Eventually(t, func() bool {
-			body := getText(t, admin)
-			return strings.Contains(body, `grid_signals_relay_truncated_total{cut="lines",store="peer"}`) &&
-				strings.Contains(body, `grid_signals_relay_truncated_total{cut="target",store="peer"}`)
-		}, 10*time.Second, 100*time.Millisecond, "relay a counts both cuts")
-		body := getText(t, admin)
-		for _, cut := range []string{"lines", "target"} {
-			v := metricLine(t, body, fmt.Sprintf(`grid_signals_relay_truncated_total{cut=%q,store="peer"}`, cut))
-			require.Greater(t, v, 0.0, cut)
+		from := s.rounds(t)
+		s.awaitRounds(t, from, 2)
+		body := relayBody(t, s, caFile)
+		require.LessOrEqual(t, len(body), 768<<10, "the body to the EPP stays under 768 KiB")
+		rows := map[string]int{}
+		for _, l := range strings.Split(body, "\n") {
+			if _, rest, ok := strings.Cut(l, `grid_site="f",grid_cluster="f",grid_provider="`); ok {
+				p, _, _ := strings.Cut(rest, `"`)
+				rows[p]++
+			}
 		}
-		// What relay a sends its EPP stays under 768 KiB, and the EPP
-		// ingested it (its sites are still all there).
-		m, err := scrapeWithToken(context.Background(), s.epp.metrics+"/metrics", s.epp.token)
-		require.NoError(t, err)
-		require.LessOrEqual(t, m["grid_signals_response_bytes"].sum, float64(768<<10))
-		require.Greater(t, m["grid_signals_response_bytes"].sum, float64(512<<10), "the fake peer's rows were relayed, cut")
-		require.Len(t, s.epp.sites(t).loaded(), 3)
+		// Target big (4,200 load rows and the relay's publishes_load row)
+		// is cut at 4,096 rows; the 40 other targets sorted after it are
+		// kept in name order while they fit, the rest dropped whole.
+		require.Equal(t, 4096, rows["big"], "target big cut at 4096 rows")
+		kept := len(rows) - 1
+		require.Greater(t, kept, 0, "some of f's small targets fit")
+		require.Less(t, kept, 40, "some of f's targets were dropped whole")
+		for i := range kept {
+			require.Equal(t, 111, rows[fmt.Sprintf("p%02d", i)], "p%02d: 110 rows and publishes_load, kept whole", i)
+		}
+		for _, m := range names {
+			require.Contains(t, body, fmt.Sprintf(`llm_d_epp_ready_endpoints{grid_site=%q,grid_cluster=%q,grid_provider="pool"} 2`, m, m), "site %s's rows are not pushed out", m)
+		}
+		// The counters: every body to the EPP cut 105 rows of big and
+		// 40-kept targets.
+		rm := s.relayMetrics(t)
+		lines := value(t, rm, "grid_signals_relay_truncated_total", "store", "peer", "cut", "lines")
+		targets := value(t, rm, "grid_signals_relay_truncated_total", "store", "peer", "cut", "target")
+		require.Positive(t, lines)
+		require.Zero(t, int(lines)%105, "lines cut %v: 105 per body", lines)
+		require.GreaterOrEqual(t, targets, float64(40-kept), "targets cut")
+		require.Zero(t, value(t, rm, "grid_signals_relay_truncated_total", "store", "local", "cut", "lines"), "this site's rows are never cut")
+		require.Zero(t, value(t, rm, "grid_signals_relay_truncated_total", "store", "local", "cut", "target"))
+		// The EPP ingested the cut body: the response size is the body's,
+		// and its sites are all still there.
+		m := s.epp.eppMetrics(t)
+		require.LessOrEqual(t, value(t, m, "grid_signals_response_bytes"), float64(768<<10))
+		require.Greater(t, value(t, m, "grid_signals_response_bytes"), float64(512<<10), "the fake peer's rows were relayed, cut")
+		require.ElementsMatch(t, names, s.epp.sites(t).loaded())
 	})
 
 	t.Run("a relay that stops answering: unreachable, one log line each way", func(t *testing.T) {
@@ -284,6 +580,10 @@ peers:
 		}
 		recovered := func() int { return len(s.epp.epp.jsonLogs("Polling the site-relay recovered")) }
 		f0, r0 := failed(), recovered()
+		m0 := s.epp.eppMetrics(t)
+		count := func(m map[string]float64, r string) float64 {
+			return value(t, m, "grid_signals_poll_total", "result", r)
+		}
 		require.NoError(t, s.relay.cmd.Process.Signal(syscall.SIGSTOP))
 		stopped := true
 		defer func() {
@@ -291,18 +591,34 @@ peers:
 				_ = s.relay.cmd.Process.Signal(syscall.SIGCONT)
 			}
 		}()
-		require.Eventually(t, func() bool { return s.epp.sites(t).Poller.LastResult == "unreachable" }, 10*time.Second, 50*time.Millisecond)
-		time.Sleep(5 * pollInterval) // several failed polls
+		// Three failed polls, counted.
+		m1 := s.epp.awaitPolls(t, "unreachable", count(m0, "unreachable")+3)
+		require.Equal(t, "unreachable", s.epp.sites(t).Poller.LastResult)
 		require.Equal(t, f0+1, failed(), "one line when polling starts failing")
-		m, err := scrapeWithToken(context.Background(), s.epp.metrics+"/metrics", s.epp.token)
-		require.NoError(t, err)
-		require.NotNil(t, m["grid_signals_poll_total"])
+		for _, r := range pollResults {
+			if r != "unreachable" && r != "ok" {
+				require.Equal(t, count(m0, r), count(m1, r), "a stopped relay is unreachable, not %s", r)
+			}
+		}
+		okStopped := count(m1, "ok")
+		m2 := s.epp.awaitPolls(t, "unreachable", count(m1, "unreachable")+1)
+		require.Equal(t, okStopped, count(m2, "ok"), "no ok poll while the relay is stopped")
+
 		require.NoError(t, s.relay.cmd.Process.Signal(syscall.SIGCONT))
 		stopped = false
-		require.Eventually(t, func() bool { return s.epp.sites(t).Poller.LastResult == "ok" }, 10*time.Second, 50*time.Millisecond)
-		time.Sleep(5 * pollInterval)
+		// Three ok polls after the recovery, counted.
+		m3 := s.epp.awaitPolls(t, "ok", okStopped+3)
+		require.Equal(t, "ok", s.epp.sites(t).Poller.LastResult)
 		require.Equal(t, r0+1, recovered(), "one line when it recovers")
 		require.Equal(t, f0+1, failed())
+		for _, r := range pollResults {
+			if r != "unreachable" && r != "ok" {
+				require.Equal(t, count(m0, r), count(m3, r), "result %s", r)
+			}
+		}
+		// The relay's rounds go on, and its EPP's store holds every site.
+		s.awaitRounds(t, s.rounds(t), 2)
+		require.Eventually(t, func() bool { return len(s.epp.sites(t).loaded()) == 3 }, 60*time.Second, 20*time.Millisecond)
 	})
 }
 
@@ -373,27 +689,4 @@ func relayBody(t *testing.T, s *site, caFile string) string {
 	var b bytes.Buffer
 	_, _ = b.ReadFrom(resp.Body)
 	return b.String()
-}
-
-func getText(t *testing.T, url string) string {
-	t.Helper()
-	resp, err := http.Get(url)
-	require.NoError(t, err)
-	defer resp.Body.Close()
-	var b bytes.Buffer
-	_, _ = b.ReadFrom(resp.Body)
-	return b.String()
-}
-
-func metricLine(t *testing.T, body, series string) float64 {
-	t.Helper()
-	for _, l := range strings.Split(body, "\n") {
-		if rest, ok := strings.CutPrefix(l, series+" "); ok {
-			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-			require.NoError(t, err)
-			return v
-		}
-	}
-	t.Fatalf("no %s in\n%s", series, body)
-	return 0
 }

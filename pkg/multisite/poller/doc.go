@@ -44,7 +44,10 @@
 // time as the local site's judgement clock (G-41).
 //
 // The poller logs one line when polling starts failing and one when it
-// recovers (G-76); in between, failures are logged at V(1) only.
+// recovers (G-76); in between, failures are logged at V(1) only. A poll
+// that the end of Run's context cuts short (shutdown) is no failure of
+// the relay: it is logged at V(1), counted nowhere and leaves Status as it
+// was (Poll returns Abandoned).
 // Status reports the last poll for /debug/sites.
 //
 // # Goroutines

@@ -268,6 +268,11 @@ func (p *Poller) Run(ctx context.Context) {
 	defer t.Stop()
 	defer p.client.CloseIdleConnections()
 	for {
+		// A tick and the end of ctx can be ready together, and select
+		// picks either: do not start a poll that shutdown would cancel.
+		if ctx.Err() != nil {
+			return
+		}
 		p.Poll(ctx)
 		select {
 		case <-ctx.Done():
@@ -288,13 +293,29 @@ type outcome struct {
 	readAt  time.Time
 }
 
+// Abandoned is what Poll returns for a poll that ctx's end cut short
+// (shutdown): not a result of the relay, so it is neither counted in
+// grid_signals_poll_total nor logged as a failure, and Status keeps the
+// last real poll. It is not one of Results.
+const Abandoned Result = ""
+
 // Poll polls the relay once, updates the metrics, the store and the
-// log, and returns the result.
+// log, and returns the result, or Abandoned when ctx ended before the
+// poll could succeed (then nothing is recorded).
 func (p *Poller) Poll(ctx context.Context) Result {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if ctx.Err() != nil {
+		return Abandoned
+	}
 	start := p.clock.Now()
 	o := p.poll(ctx)
+	if o.result != ResultOK && ctx.Err() != nil {
+		// Our caller's context ended (shutdown), not the poll's own
+		// timeout: whatever failed, the relay did not fail.
+		p.log.V(1).Info("Poll of the site-relay abandoned: shutting down", "error", o.err)
+		return Abandoned
+	}
 	p.polls.WithLabelValues(string(o.result)).Inc()
 	for reason, n := range o.dropped {
 		p.dropped.WithLabelValues(string(reason)).Add(float64(n))

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
 
 	"github.com/switchyard-ai/switchyard/pkg/multisite/signals"
 	"github.com/switchyard-ai/switchyard/pkg/tlsutil"
@@ -478,4 +479,67 @@ func TestStatusIsSafeToRead(t *testing.T) {
 	}
 	stop.Store(true)
 	<-done
+}
+
+// TestShutdownIsNoFailure: a poll cut short by the end of Run's context
+// (shutdown) is not a failure of the relay: it is not counted in
+// grid_signals_poll_total, not logged as an error and leaves Status as it
+// was; Poll with an ended context does not even call the relay. A poll
+// that its own timeout ends is still unreachable, counted and logged. No
+// goroutine outlives the test.
+func TestShutdownIsNoFailure(t *testing.T) {
+	leaks := goleak.IgnoreCurrent()
+	t.Cleanup(func() { goleak.VerifyNone(t, leaks) }) // runs last, after the relay's Close
+	p := newPKI(t)
+	rl := startRelay(t, p, p.relay, nil)
+	arrived := make(chan struct{}, 1)
+	rl.set(func(_ http.ResponseWriter, r *http.Request) {
+		arrived <- struct{}{}
+		<-r.Context().Done() // hangs until the client gives up
+	})
+	r := newRig(t, rl.url(), p.clientTLS(p.relay.Identity()), func(o *Options) { o.Timeout = 300 * time.Millisecond })
+	const failing = "Polling the site-relay failed"
+	noneCounted := func(when string) {
+		t.Helper()
+		for _, res := range Results {
+			assert.Zero(t, r.polls(t, res), "%s: grid_signals_poll_total{result=%q}", when, res)
+		}
+		assert.Zero(t, r.log.count(failing), "%s: a failure logged", when)
+		assert.Zero(t, r.log.count(`"error"=`), "%s: an error logged", when)
+		st := r.p.Status()
+		assert.Equal(t, Abandoned, st.LastResult, when)
+		assert.Zero(t, st.ConsecutiveFailures, when)
+		assert.True(t, st.LastAttempt.IsZero(), when)
+	}
+
+	// Shutdown while a poll waits on the relay.
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { r.p.Run(ctx); close(done) }()
+	select {
+	case <-arrived:
+	case <-time.After(5 * time.Second):
+		t.Fatal("the poll never reached the relay")
+	}
+	cancel()
+	select {
+	case <-done:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Run did not return after its context ended")
+	}
+	noneCounted("shutdown during a poll")
+	assert.Equal(t, 1, r.log.count("Polling the local site-relay"), "the start line only")
+
+	// A poll started after the end: no request at all.
+	n := rl.requests.Load()
+	assert.Equal(t, Abandoned, r.p.Poll(ctx))
+	assert.Equal(t, n, rl.requests.Load(), "Poll with an ended context called the relay")
+	noneCounted("poll after shutdown")
+
+	// The poll's own timeout is the relay's failure: counted and logged.
+	assert.Equal(t, ResultUnreachable, r.p.Poll(context.Background()))
+	<-arrived
+	assert.Equal(t, 1.0, r.polls(t, ResultUnreachable))
+	assert.Equal(t, 1, r.log.count(failing))
+	assert.Equal(t, ResultUnreachable, r.p.Status().LastResult)
 }

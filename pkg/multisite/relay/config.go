@@ -592,12 +592,22 @@ func (c *Config) Validate() (warnings []string, err error) {
 		}
 		checkIdentity(path+".identity", p.Identity)
 	}
-	// Identities must tell the EPP and every peer apart.
+	// Identities must tell the EPP, every peer and this relay apart,
+	// compared as a verifier sees them (tlsutil.Identity.Overlaps: pins in
+	// any case and with or without colons, SPIFFE IDs as parsed): one
+	// certificate proving two of them would get the wrong rows.
 	ids := append([]tlsutil.Identity{c.LocalEPP.Identity}, identitiesOf(c.Peers)...)
+	var self tlsutil.Identity
+	if c.TrustDomain != "" && c.Site != "" {
+		self.SPIFFEID = tlsutil.SiteSPIFFEID(c.TrustDomain, c.Site)
+	}
 	for i := range ids {
+		if ids[i].Overlaps(self) {
+			errs.Add(identityPath(i)+".identity", "the identity of this relay's own site (%s): every client must be told apart", self.SPIFFEID)
+		}
 		for j := range i {
-			if !ids[i].IsZero() && ids[i] == ids[j] {
-				errs.Add(identityPath(i)+".identity", "the same identity as %s: every client must be told apart", identityPath(j))
+			if ids[i].Overlaps(ids[j]) {
+				errs.Add(identityPath(i)+".identity", "the same identity as %s.identity (%s): every client must be told apart", identityPath(j), ids[j])
 			}
 		}
 	}

@@ -154,6 +154,22 @@ func TestValidate(t *testing.T) {
 		{"peer identity", func(c *Config) { c.Peers[1].Identity = tlsutil.Identity{} }, "peers[1].identity: required"},
 		{"bad pin", func(c *Config) { c.Peers[1].Identity = tlsutil.Identity{SHA256: "abc"} }, "peers[1].identity: sha256: want 64 hex digits"},
 		{"shared identity", func(c *Config) { c.Peers[0].Identity = c.LocalEPP.Identity }, "peers[0].identity: the same identity as localEPP"},
+		{"same pin, other case and colons", func(c *Config) {
+			c.Peers[0].Identity = tlsutil.Identity{SHA256: strings.Repeat("ab", 32)}
+			c.Peers[1].Identity = tlsutil.Identity{SHA256: strings.TrimSuffix(strings.Repeat("AB:", 32), ":")}
+		}, "peers[1].identity: the same identity as peers[0].identity (sha256 " + strings.Repeat("ab", 32) + ")"},
+		{"same SPIFFE ID, trailing slash and upper-case trust domain", func(c *Config) {
+			c.Peers[1].Identity = tlsutil.Identity{SPIFFEID: "spiffe://GRID.example/site/us-1/"}
+		}, "peers[1].identity: the same identity as peers[0].identity (spiffe://grid.example/site/us-1)"},
+		{"a SPIFFE ID also pinned elsewhere", func(c *Config) {
+			c.Peers[1].Identity = tlsutil.Identity{SPIFFEID: c.Peers[0].Identity.SPIFFEID, SHA256: strings.Repeat("0", 64)}
+		}, "peers[1].identity: the same identity as peers[0].identity"},
+		{"the local EPP's, with a pin", func(c *Config) {
+			c.Peers[0].Identity = tlsutil.Identity{SPIFFEID: c.LocalEPP.Identity.SPIFFEID, SHA256: strings.Repeat("1", 64)}
+		}, "peers[0].identity: the same identity as localEPP.identity"},
+		{"this relay's own identity", func(c *Config) {
+			c.Peers[0].Identity = tlsutil.Identity{SPIFFEID: tlsutil.SiteSPIFFEID(c.TrustDomain, c.Site)}
+		}, "peers[0].identity: the identity of this relay's own site (spiffe://grid.example/site/eu-1)"},
 		{"interval", func(c *Config) { c.ScrapeInterval = time.Millisecond }, "scrapeInterval: must be 10ms to 1h0m0s"},
 		{"request over poll", func(c *Config) { c.RequestTimeout = 3 * time.Second }, "requestTimeout: 3s must not exceed peerPollInterval"},
 		{"connect over request", func(c *Config) { c.ConnectTimeout = 3 * time.Second; c.RequestTimeout = 2 * time.Second }, "connectTimeout: 3s must not exceed requestTimeout"},

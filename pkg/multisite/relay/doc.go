@@ -36,7 +36,12 @@
 //	llm_d_epp_average_kv_cache_utilization  {name="<provider>"}
 //	llm_d_epp_flow_control_queue_size       sum of the series {inference_pool="<provider>"}
 //
-// A series that is absent, NaN, infinite or negative is not read. A scrape
+// A series without that label is the provider's only when its endpoint
+// serves that one provider; on an endpoint shared by several providers it
+// is attributed to none (not read, counted in
+// grid_relay_scrape_unattributed_series_total, and named in the
+// MetricsAvailable message). A series that is absent, NaN, infinite or
+// negative is not read. A scrape
 // that read all five is a qualified batch: it carries one
 // grid_provider_config_generation row (G-06), stamped with the batch. The
 // generation is a 53-bit FNV-1a hash of the site, cluster, provider name,
@@ -55,7 +60,12 @@
 // A failing scrape keeps the provider's last batch, relayed with its own
 // stamps, for staleMetricsSeconds (default 30, G-08): the EPP sees no new
 // sample and judges the site silent, while its last readiness stands.
-// After that the batch is dropped. Either way the provider still
+// After that the readiness is no longer kept: the batch is dropped and a
+// single llm_d_epp_ready_endpoints 0 row, stamped at the window end (one
+// sample however often it is served; relayed until it is MaxAge old),
+// tells the EPP, whose store would otherwise keep the last readiness
+// standing (rows a body leaves out keep their value). A peer relay does not
+// count that lone 0 as a load row (G-47 b). Either way the provider still
 // publishes load (G-50), and its MetricsAvailable condition (on /status)
 // is False with the reason (ScrapeFailed, HTTPStatus, Unauthorized,
 // TooLarge, Malformed, NoSeries, TokenFile) and the error as message;
@@ -77,16 +87,24 @@
 // skew rule); at most 64 providers per peer. Each poll is counted in
 // grid_peer_poll_total{peer,outcome}, outcomes ok, unreachable,
 // bad_identity (the peer's certificate is not its identity), unauthorized
-// (the peer refused us: a TLS alert, or 401/403), bad_status, too_large,
+// (the peer refused us: a TLS alert, or 401/403), bad_status (another
+// status, a redirect too: redirects are never followed), too_large,
 // no_date. A failed poll keeps the peer's last rows with their stamps.
 // Logs: one error when a peer starts failing, one line when it recovers.
 //
 // Kept rows are re-stamped on this relay's clock, keeping their age at
-// the peer: stamp = receipt − (peer's Date − peer's stamp), so the clocks
-// of different sites never need to agree (the Date's one-second precision
-// can make a row look up to a second younger, never newer than its
-// receipt). Every round, failed or not, advances each peer's round count
-// and round end, relayed as grid_peer_poll_rounds_total and
+// the peer: stamp = receipt − (peer's now − peer's stamp), so the clocks
+// of different sites never need to agree. The peer's now is its
+// X-Grid-Now-Ms header (milliseconds; this relay sends it too, with Date,
+// from one clock reading), or its Date when it sends none (whose
+// one-second precision can make a row look up to a second younger, never
+// newer than its receipt). A row is re-stamped once: while the peer's
+// stamp of a (provider, series) is unchanged the relayed stamp stays the
+// same on every poll (an unchanged row is never a new sample for the EPP),
+// and a row with another peer stamp gets a relayed stamp later than the
+// last one (a new sample is never older than the one before it). Every
+// round, failed or not, advances each peer's round count and round end,
+// relayed as grid_peer_poll_rounds_total and
 // grid_peer_poll_round_end_timestamp_seconds rows.
 //
 // # Serving (G-03, G-47, G-71)
@@ -96,8 +114,15 @@
 // default spiffe://<trustDomain>/site/<site>/epp) gets every site's rows
 // (its own and its peers', each tagged with the verified site), a peer
 // gets this site's rows only, and anyone else 403 (with a JSON body, so
-// that client can count "unauthorized"). The Date header and the rows
-// stamped "now" come from one clock reading.
+// that client can count "unauthorized"). The identities of the local
+// EPP, of every peer and of this relay (spiffe://<trustDomain>/site/<site>)
+// must be told apart: validation refuses two that overlap as a verifier
+// compares them (tlsutil.Identity.Overlaps: a pin in another case or with
+// colons, a SPIFFE ID with an upper-case trust domain or a trailing slash,
+// a SPIFFE ID pinned in one place and not in another), with the field
+// path of the later one. The Date header and the rows
+// stamped "now" come from one clock reading, sent again in milliseconds as
+// X-Grid-Now-Ms.
 //
 // Every provider gets a grid_provider_publishes_load row (G-47): 0 for
 // this site's providers without metricsConfig (a), 1 for those with one,
@@ -128,9 +153,13 @@
 //	grid_relay_signals_response_bytes{client}          gauge    size of the last body served
 //	grid_relay_scrapes_total{provider,result}          counter  EPP scrapes by result
 //	grid_provider_metrics_available{provider}          gauge    1 while MetricsAvailable is True
-//	switchyard_tls_certificate_reloads_total{result}   counter  certificate reloads
-//	switchyard_tls_certificate_expiry_timestamp_seconds gauge   NotAfter of the certificate
-//	switchyard_tls_ca_bundle_reloads_total{result}     counter  CA bundle reloads
+//	grid_relay_scrape_unattributed_series_total        counter  unlabelled series on a shared endpoint
+//	switchyard_tls_certificate_reloads_total{purpose,result}    counter  certificate reloads
+//	switchyard_tls_certificate_expiry_timestamp_seconds{purpose} gauge   NotAfter of the certificate
+//	switchyard_tls_ca_bundle_reloads_total{purpose,result}      counter  CA bundle reloads
+//
+// The relay's certificate and CA bundle carry purpose="relay_server" (the
+// one certificate is served to clients and presented to peers).
 //
 // Every label set is closed: peers and providers come from the
 // configuration, the other labels from the constants of this package and

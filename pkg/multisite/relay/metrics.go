@@ -41,6 +41,7 @@ const (
 	MetricResponseBytes   = "grid_relay_signals_response_bytes"
 	MetricScrapes         = "grid_relay_scrapes_total"
 	MetricMetricsAvail    = "grid_provider_metrics_available"
+	MetricUnattributed    = "grid_relay_scrape_unattributed_series_total"
 )
 
 type relayMetrics struct {
@@ -53,6 +54,7 @@ type relayMetrics struct {
 	responseBytes *prometheus.GaugeVec
 	scrapes       *prometheus.CounterVec
 	available     *prometheus.GaugeVec
+	unattributed  prometheus.Counter
 }
 
 func newRelayMetrics(reg prometheus.Registerer, cfg *Config) (*relayMetrics, error) {
@@ -75,8 +77,10 @@ func newRelayMetrics(reg prometheus.Registerer, cfg *Config) (*relayMetrics, err
 			Help: "Scrapes of the site's EPP metrics, by provider and result (ok, incomplete, failed, http_status, unauthorized, too_large, malformed, no_series, token_file)."}, []string{"provider", "result"}),
 		available: prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: MetricMetricsAvail,
 			Help: "1 while the provider's MetricsAvailable condition is True, 0 otherwise."}, []string{"provider"}),
+		unattributed: prometheus.NewCounter(prometheus.CounterOpts{Name: MetricUnattributed,
+			Help: "EPP pool series without a name (or, for flow control, inference_pool) label on a metrics endpoint serving several providers: not attributed to any provider, not read."}),
 	}
-	for _, c := range []prometheus.Collector{m.peerPolls, m.peerLastOK, m.rounds, m.peerDropped, m.truncated, m.requests, m.responseBytes, m.scrapes, m.available} {
+	for _, c := range []prometheus.Collector{m.peerPolls, m.peerLastOK, m.rounds, m.peerDropped, m.truncated, m.requests, m.responseBytes, m.scrapes, m.available, m.unattributed} {
 		if err := reg.Register(c); err != nil {
 			var are prometheus.AlreadyRegisteredError
 			if errors.As(err, &are) {

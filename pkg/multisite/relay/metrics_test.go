@@ -1,7 +1,6 @@
 package relay
 
 import (
-	"slices"
 	"sort"
 	"testing"
 
@@ -46,7 +45,10 @@ func TestMetrics(t *testing.T) {
 	assert.Equal(t, []string{"peer=b,reason=cap", "peer=b,reason=parse", "peer=b,reason=site_mismatch", "peer=b,reason=skew"}, labels[MetricPeerDropped])
 	assert.Len(t, labels[MetricScrapes], len(scrapeResults))
 	assert.Equal(t, []string{"provider=pool"}, labels[MetricMetricsAvail])
-	assert.True(t, slices.Contains(labels["switchyard_tls_certificate_reloads_total"], "result=success"))
+	assert.Equal(t, []string{"purpose=relay_server,result=failure", "purpose=relay_server,result=success"}, labels["switchyard_tls_certificate_reloads_total"])
+	assert.Equal(t, []string{"purpose=relay_server"}, labels["switchyard_tls_certificate_expiry_timestamp_seconds"])
+	assert.Equal(t, []string{"purpose=relay_server,result=failure", "purpose=relay_server,result=success"}, labels["switchyard_tls_ca_bundle_reloads_total"])
+	assert.Equal(t, []string{""}, labels[MetricUnattributed])
 }
 
 func join(ls []string) string {

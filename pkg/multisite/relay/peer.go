@@ -25,6 +25,7 @@ type peerState struct {
 	client *http.Client
 
 	samples     []signals.Sample         // the last accepted rows, re-stamped on this relay's clock
+	stamps      map[seriesKey]restamp    // per row of samples: the peer's stamp and the re-stamp given to it
 	known       map[string]*peerProvider // the peer's providers seen since start
 	rounds      uint64                   // poll rounds that tried the peer
 	roundEnd    time.Time                // end of the last of them
@@ -33,6 +34,12 @@ type peerState struct {
 	lastSuccess time.Time
 	failing     bool
 }
+
+// seriesKey is one series of one of a peer's providers.
+type seriesKey struct{ provider, name string }
+
+// restamp is the stamp a peer gave a row and the one this relay gave it.
+type restamp struct{ peer, local time.Time }
 
 // peerProvider is one of a peer's providers.
 type peerProvider struct {
@@ -61,17 +68,22 @@ func newPeerState(p Peer, cfg *Config, clientCert func(*tls.CertificateRequestIn
 	return &peerState{
 		cfg:    p,
 		url:    p.URL(),
-		client: &http.Client{Transport: tr, Timeout: cfg.RequestTimeout},
+		client: &http.Client{Transport: tr, Timeout: cfg.RequestTimeout, CheckRedirect: noRedirects},
 		known:  map[string]*peerProvider{},
 	}
 }
+
+// noRedirects makes the client return a redirect as it is (then polled as
+// bad_status): the peer's address is the configuration's, and a redirect
+// must not move the poll to another host.
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 // pollResult is one poll of one peer.
 type pollResult struct {
 	outcome string
 	err     error
 	res     signals.Result
-	date    time.Time // the peer's Date
+	now     time.Time // the peer's clock reading (X-Grid-Now-Ms, else its Date)
 	recv    time.Time // when the body was read, on this relay's clock
 }
 
@@ -97,11 +109,14 @@ func (p *peerState) poll(ctx context.Context, now func() time.Time) pollResult {
 	case http.StatusUnauthorized, http.StatusForbidden:
 		return pollResult{outcome: OutcomeUnauthorized, err: fmt.Errorf("GET %s: %s: %s", p.url, resp.Status, snippet(resp.Body))}
 	default:
+		if loc := resp.Header.Get("Location"); loc != "" {
+			return pollResult{outcome: OutcomeBadStatus, err: fmt.Errorf("GET %s: %s to %.200q: redirects are not followed", p.url, resp.Status, loc)}
+		}
 		return pollResult{outcome: OutcomeBadStatus, err: fmt.Errorf("GET %s: %s", p.url, resp.Status)}
 	}
-	date, err := http.ParseTime(resp.Header.Get("Date"))
+	date, peerNow, err := signals.ResponseClock(resp.Header)
 	if err != nil {
-		return pollResult{outcome: OutcomeNoDate, err: fmt.Errorf("GET %s: the Date header %q is missing or not an HTTP date", p.url, resp.Header.Get("Date"))}
+		return pollResult{outcome: OutcomeNoDate, err: fmt.Errorf("GET %s: %w", p.url, err)}
 	}
 	// Rows beyond 4096 per target are kept here and cut when the body to
 	// the EPP is assembled, where the cut is counted (G-71); the 1 MiB read
@@ -114,7 +129,7 @@ func (p *peerState) poll(ctx context.Context, now func() time.Time) pollResult {
 	if err != nil {
 		return pollResult{outcome: OutcomeUnreachable, err: fmt.Errorf("GET %s: read body: %w", p.url, err)}
 	}
-	return pollResult{outcome: OutcomeOK, res: res, date: date, recv: now()}
+	return pollResult{outcome: OutcomeOK, res: res, now: peerNow, recv: now()}
 }
 
 // snippet reads the start of an error body for messages.
@@ -203,12 +218,12 @@ func (r *Relay) applyPoll(p *peerState, res pollResult, end time.Time) {
 }
 
 // accept keeps the rows of a successful poll, re-stamped on this relay's
-// clock: a row's age at the peer (its Date minus its stamp, both from the
-// peer's clock) is kept, so clock offsets between sites never enter
-// (G-75). The peer's publishes_load rows are not relayed as they are:
-// this relay states its own (see rows). Called with Relay.mu held.
+// clock (see restamp). The peer's publishes_load rows are not relayed as
+// they are: this relay states its own (see rows). Called with Relay.mu
+// held.
 func (p *peerState) accept(res pollResult, drop func(signals.DropReason)) {
 	samples := make([]signals.Sample, 0, len(res.res.Samples))
+	stamps := make(map[seriesKey]restamp, len(res.res.Samples))
 	seen := map[string]bool{}
 	for _, s := range res.res.Samples {
 		if !signals.IsProviderSeries(s.Name) {
@@ -234,14 +249,46 @@ func (p *peerState) accept(res pollResult, drop func(signals.DropReason)) {
 			pp.says = s.Value == 1
 			continue
 		case signals.NameConfigGeneration:
+		case signals.NameReadyEndpoints:
+			// A lone readiness 0 is what a peer serves once its scrape
+			// has failed past staleMetricsSeconds (G-08): no load.
+			if s.Value != 0 {
+				pp.loadReceived = true
+			}
 		default:
 			pp.loadReceived = true
 		}
-		age := max(res.date.Sub(s.Stamp), 0)
-		s.Stamp = res.recv.Add(-age).Truncate(time.Millisecond)
+		k := seriesKey{s.Provider, s.Name}
+		st := p.restamp(k, s.Stamp, res)
+		stamps[k] = restamp{peer: s.Stamp, local: st}
+		s.Stamp = st
 		samples = append(samples, s)
 	}
-	p.samples = samples
+	p.samples, p.stamps = samples, stamps
+}
+
+// restamp gives a peer row a stamp on this relay's clock, keeping its age
+// at the peer (the peer's clock reading minus its stamp, both from the
+// peer's clock), so clock offsets between sites never enter (G-75):
+// stamp = receipt − age. The peer's reading is X-Grid-Now-Ms, exact to the
+// millisecond; a peer that sends only Date (one-second precision) makes
+// the age up to a second short. Either way a re-stamp is given once: while
+// the peer's stamp of the series is unchanged the row keeps the re-stamp
+// it got (an unchanged row is never a new sample), and a row with another
+// peer stamp gets a re-stamp later than the last one (a new sample is
+// never older than the one before). The result is never later than the
+// receipt, unless it has to pass the last re-stamp.
+func (p *peerState) restamp(k seriesKey, peerStamp time.Time, res pollResult) time.Time {
+	prev, ok := p.stamps[k]
+	if ok && prev.peer.Equal(peerStamp) {
+		return prev.local
+	}
+	age := max(res.now.Sub(peerStamp), 0)
+	st := res.recv.Add(-age).Truncate(time.Millisecond)
+	if ok && !st.After(prev.local) {
+		st = prev.local.Add(time.Millisecond)
+	}
+	return st
 }
 
 // forgetAbsent drops the known providers absent from the current body,

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -100,6 +101,38 @@ func TestG02_WrongIdentityRefused(t *testing.T) {
 	})
 }
 
+// TestPeerRedirectNotFollowed: a peer answering 302 to another server
+// (one that would even prove the peer's identity and serve valid rows) is
+// polled as bad_status with the Location in the message; the poll never
+// reaches the other server and no rows are accepted.
+func TestPeerRedirectNotFollowed(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.site("a", "127.0.8.5"), e.site("b", "127.0.8.6")
+	clock := newFakeClock()
+	var reached atomic.Int32
+	serve := signalsHandler(clock.Now(), body(t, peerRows("b", "pool", clock.Now())))
+	other := e.peerServer(b.ip, b.leaf, func(w http.ResponseWriter, r *http.Request) {
+		reached.Add(1)
+		serve(w, r)
+	})
+	addr := e.peerServer(b.ip, b.leaf, func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "https://"+other+signals.Path, http.StatusFound)
+	})
+	cfg := e.config(a, "")
+	cfg.Peers = []Peer{{Site: "b", Address: addr}}
+	cfg.SetDefaults()
+	r, reg := newRelay(t, cfg, clock)
+	start(t, r, false)
+	r.PollRound(context.Background())
+	assert.Equal(t, 1.0, metricValue(t, reg, MetricPeerPolls, map[string]string{"peer": "b", "outcome": OutcomeBadStatus}))
+	assert.Zero(t, reached.Load(), "the redirect was not followed")
+	st := r.Status().Peers[0]
+	assert.Equal(t, OutcomeBadStatus, st.LastOutcome)
+	assert.Contains(t, st.Message, "302")
+	assert.Contains(t, st.Message, other)
+	assert.Zero(t, st.Rows)
+}
+
 // TestPeerRowsKeepTheirAge: a peer's rows are re-stamped on this relay's
 // clock keeping their age at the peer (its Date minus their stamp), so a
 // peer clock an hour off changes nothing (G-75: clock offsets between
@@ -186,7 +219,9 @@ func TestG47_PublishesLoad(t *testing.T) {
 	ra2, _ := newRelay(t, cfgA2, clock)
 	start(t, ra2, false)
 	ra2.PollRound(context.Background())
-	assert.Equal(t, 0.0, publishes(ra2)["b/pool"], "G-49: unmeasured after a restart until b returns")
+	v, ok := publishes(ra2)["b/pool"]
+	require.True(t, ok, "the restarted relay states b/pool's publishes_load")
+	assert.Zero(t, v, "G-49: unmeasured after a restart until b returns")
 }
 
 // TestG71_RelayTruncation: the body to the local EPP stays under 768 KiB
@@ -371,4 +406,108 @@ func (e *testEnv) tls12Refuser(ip string, leaf *tlstest.Leaf) string {
 		wg.Wait()
 	})
 	return l.Addr().String()
+}
+
+// scriptedPeer serves, on every poll, the body and clock the test set
+// last: the peer's clock reading now (Date truncates it to the second;
+// X-Grid-Now-Ms carries it exactly when withNow).
+type scriptedPeer struct {
+	mu      sync.Mutex
+	now     time.Time
+	rows    []signals.Sample
+	withNow bool
+}
+
+func (p *scriptedPeer) set(now time.Time, rows ...signals.Sample) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.now, p.rows = now, rows
+}
+
+func (p *scriptedPeer) handler(t *testing.T) http.HandlerFunc {
+	return func(w http.ResponseWriter, _ *http.Request) {
+		p.mu.Lock()
+		now, rows, withNow := p.now, p.rows, p.withNow
+		p.mu.Unlock()
+		if withNow {
+			signals.SetClock(w.Header(), now)
+		} else {
+			w.Header().Set("Date", now.UTC().Format(http.TimeFormat))
+		}
+		_, _ = io.WriteString(w, body(t, rows))
+	}
+}
+
+// TestPeerRestampIsStable: a peer row re-stamped on this relay's clock
+// keeps its re-stamp while the peer's stamp is unchanged, whatever the
+// peer's Date says at each poll (its one-second precision used to give an
+// unchanged row a new stamp on every poll: a new sample for the EPP); a
+// newer peer row gets a newer stamp, never an older or equal one; with
+// X-Grid-Now-Ms the age is exact to the millisecond.
+func TestPeerRestampIsStable(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.site("a", "127.0.14.1"), e.site("b", "127.0.14.2")
+	ready := func(stamp time.Time, v float64) signals.Sample {
+		return signals.Sample{Name: signals.NameReadyEndpoints, Site: "b", Cluster: "cluster-b", Provider: "pool", Value: v, Stamp: stamp}
+	}
+	peerT := t0.Add(time.Hour) // the peer's clock is an hour off ours
+
+	for _, withNow := range []bool{false, true} {
+		t.Run(fmt.Sprintf("X-Grid-Now-Ms=%v", withNow), func(t *testing.T) {
+			peer := &scriptedPeer{withNow: withNow}
+			addr := e.peerServer(b.ip, b.leaf, peer.handler(t))
+			clock := newFakeClock()
+			cfg := e.config(a, "")
+			cfg.ListenAddress = a.ip + ":0"
+			cfg.Peers = []Peer{{Site: "b", Address: addr}}
+			cfg.SetDefaults()
+			r, _ := newRelay(t, cfg, clock)
+			start(t, r, false)
+			stamp := func() time.Time {
+				t.Helper()
+				res, _ := e.fetch(r, a, a.epp)
+				s, ok := rowsOf(res, "b")[signals.NameReadyEndpoints+"/pool"]
+				require.True(t, ok)
+				return s.Stamp
+			}
+
+			// A row read 500 ms before the peer's clock says 1.3 s.
+			row := ready(peerT.Add(500*time.Millisecond), 2)
+			peer.set(peerT.Add(1300*time.Millisecond), row)
+			r.PollRound(context.Background())
+			first := stamp()
+			if withNow {
+				assert.True(t, first.Equal(t0.Add(-800*time.Millisecond)), "exact age: %v", first)
+			}
+			// The same row under later Dates, the peer's clock and ours
+			// advancing differently between polls.
+			for i, step := range []struct{ peer, ours time.Duration }{{1700 * time.Millisecond, 2 * time.Second}, {300 * time.Millisecond, 2 * time.Second}, {2900 * time.Millisecond, 1500 * time.Millisecond}} {
+				peerNow := peerT.Add(1300 * time.Millisecond).Add(step.peer * time.Duration(i+1))
+				peer.set(peerNow, row)
+				clock.Add(step.ours)
+				r.PollRound(context.Background())
+				assert.True(t, stamp().Equal(first), "poll %d: an unchanged row keeps its stamp: %v, first %v", i+2, stamp(), first)
+			}
+
+			// A newer row whose age the Date alone would put before the
+			// last re-stamp: still newer.
+			prev := stamp()
+			now := clock.Now()
+			peerNow := peerT.Add(20*time.Second + 999*time.Millisecond)
+			peer.set(peerNow, ready(peerNow.Add(-950*time.Millisecond), 3))
+			clock.Add(100 * time.Millisecond)
+			r.PollRound(context.Background())
+			got := stamp()
+			assert.True(t, got.After(prev), "a newer row gets a newer stamp: %v, before %v", got, prev)
+			assert.False(t, got.After(now.Add(100*time.Millisecond)), "never after its receipt")
+			if withNow {
+				assert.True(t, got.Equal(now.Add(100*time.Millisecond-950*time.Millisecond)), "exact age: %v", got)
+			}
+			// And it too stays put.
+			peer.set(peerNow.Add(3*time.Second), ready(peerNow.Add(-950*time.Millisecond), 3))
+			clock.Add(2 * time.Second)
+			r.PollRound(context.Background())
+			assert.True(t, stamp().Equal(got))
+		})
+	}
 }

@@ -94,14 +94,14 @@ func New(cfg *Config, opts Options) (*Relay, error) {
 		return nil, err
 	}
 	r.m = m
-	cert, err := tlsutil.NewFileReloader(cfg.TLS.CertFile, cfg.TLS.KeyFile, r.log.WithName("tls"), tlsutil.WithRegisterer(r.reg))
+	cert, err := tlsutil.NewFileReloader(cfg.TLS.CertFile, cfg.TLS.KeyFile, r.log.WithName("tls"), tlsutil.WithRegisterer(r.reg), tlsutil.WithPurpose(tlsutil.PurposeRelayServer))
 	if err != nil {
 		return nil, fmt.Errorf("tls: %w", err)
 	}
 	r.cert = cert
 	var roots func() *x509.CertPool
 	if cfg.TLS.CAFile != "" {
-		ca, err := tlsutil.NewCABundle(cfg.TLS.CAFile, r.log.WithName("ca"), tlsutil.WithRegisterer(r.reg))
+		ca, err := tlsutil.NewCABundle(cfg.TLS.CAFile, r.log.WithName("ca"), tlsutil.WithRegisterer(r.reg), tlsutil.WithPurpose(tlsutil.PurposeRelayServer))
 		if err != nil {
 			return nil, fmt.Errorf("tls.caFile: %w", err)
 		}
@@ -324,6 +324,9 @@ func (r *Relay) applyScrape(t *scrapeTarget, res scrapeResult, now time.Time) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	failed := 0
+	if res.unattributed > 0 {
+		r.m.unattributed.Add(float64(res.unattributed))
+	}
 	for _, pi := range t.providers {
 		ps := r.providers[pi]
 		ps.lastScrape = now
@@ -336,6 +339,9 @@ func (r *Relay) applyScrape(t *scrapeTarget, res scrapeResult, now time.Time) {
 			result, msg = ScrapeNoSeries, fmt.Sprintf("GET %s: none of the five llm_d_epp_* pool series is labelled name=%q", t.endpoint, ps.cfg.Name)
 		case !b.qualified():
 			result, msg = ScrapeIncomplete, fmt.Sprintf("missing %v: the batch is not qualified, no grid_provider_config_generation row", b.missing())
+		}
+		if res.unattributed > 0 && (result == ScrapeNoSeries || result == ScrapeIncomplete) {
+			msg += fmt.Sprintf(" (%d series without a name/inference_pool label not read: the endpoint serves %d providers)", res.unattributed, len(t.providers))
 		}
 		r.m.scrapes.WithLabelValues(ps.cfg.Name, result).Inc()
 		if b != nil {
@@ -370,7 +376,10 @@ func (r *Relay) applyScrape(t *scrapeTarget, res scrapeResult, now time.Time) {
 // publishes_load row (stamped now), and, for a provider with metrics,
 // the series of its last batch while it is no older than
 // staleMetricsSeconds (G-08; stamped when read) and the generation row
-// of a qualified batch (G-06). Called with r.mu held.
+// of a qualified batch (G-06). Past that window the last readiness is no
+// longer kept: the batch is dropped and one llm_d_epp_ready_endpoints 0
+// row, stamped at the window end (so it is one sample however often it is
+// served), says so, until it is MaxAge old. Called with r.mu held.
 func (r *Relay) ownRows(now time.Time, out []signals.Sample) []signals.Sample {
 	for _, ps := range r.providers {
 		row := func(name string, v float64, stamp time.Time) signals.Sample {
@@ -385,7 +394,16 @@ func (r *Relay) ownRows(now time.Time, out []signals.Sample) []signals.Sample {
 		// scrape fails (G-50): it goes silent instead.
 		out = append(out, row(signals.NamePublishesLoad, 1, now))
 		b := ps.last
-		if b == nil || now.Sub(b.readAt) > time.Duration(mc.StaleMetricsSeconds)*time.Second {
+		if b == nil {
+			continue
+		}
+		stale := time.Duration(mc.StaleMetricsSeconds) * time.Second
+		if now.Sub(b.readAt) > stale {
+			// G-08: the window is over; the EPP must not keep the last
+			// readiness (the rows it holds would stand until MaxAge).
+			if end := b.readAt.Add(stale); now.Sub(end) < signals.MaxAge {
+				out = append(out, row(signals.NameReadyEndpoints, 0, end))
+			}
 			continue
 		}
 		for i, name := range signals.PoolSeries {
@@ -451,7 +469,8 @@ func (r *Relay) serveSignals(w http.ResponseWriter, req *http.Request) {
 		client = ClientLocalEPP
 	}
 	r.m.requests.WithLabelValues(client).Inc()
-	// One clock reading for the Date header and the rows stamped now.
+	// One clock reading for the Date and X-Grid-Now-Ms headers and the
+	// rows stamped now.
 	now := r.clock.Now()
 	samples := r.assemble(now, idx == 0)
 	buf := getBuffer()
@@ -477,7 +496,7 @@ func (r *Relay) serveSignals(w http.ResponseWriter, req *http.Request) {
 	r.m.responseBytes.WithLabelValues(client).Set(float64(buf.Len()))
 	h := w.Header()
 	h.Set("Content-Type", signals.ContentType)
-	h.Set("Date", now.UTC().Format(http.TimeFormat))
+	signals.SetClock(h, now)
 	h.Set("Cache-Control", "no-store")
 	w.WriteHeader(http.StatusOK)
 	if req.Method == http.MethodGet {

@@ -18,6 +18,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard-ai/switchyard/pkg/multisite/signals"
+	"github.com/switchyard-ai/switchyard/pkg/multisite/sitestore"
+	"github.com/switchyard-ai/switchyard/pkg/multisite/topology"
 )
 
 // TestG01_ScrapeIntervalDefaultEnvAndLoop: the scrape interval defaults to
@@ -108,8 +110,9 @@ llm_d_epp_average_kv_cache_utilization{name="p1"} 0.25
 inference_extension_info{commit="c",build_ref="r"} 1
 some_other_family{{{ garbage
 `
-	got, result, err := parseEPPMetrics(strings.NewReader(text), []string{"p1", "p2", "p3"})
+	got, unattributed, result, err := parseEPPMetrics(strings.NewReader(text), []string{"p1", "p2", "p3"})
 	require.NoError(t, err, result)
+	assert.Zero(t, unattributed)
 	require.Contains(t, got, "p1")
 	assert.True(t, got["p1"].qualified())
 	assert.Equal(t, [5]float64{3, 1, 2, 5, 0.25}, got["p1"].values)
@@ -119,15 +122,16 @@ some_other_family{{{ garbage
 	assert.Equal(t, []string{signals.NameAverageRunning, signals.NameAverageQueue, signals.NameAverageKVCache}, got["p2"].missing())
 	assert.NotContains(t, got, "p3")
 
-	// A family of one unlabelled series is the provider's.
-	got, _, err = parseEPPMetrics(strings.NewReader("llm_d_epp_ready_endpoints 4\n"), []string{"p"})
+	// A family of one unlabelled series is the provider's when the
+	// endpoint serves one provider.
+	got, _, _, err = parseEPPMetrics(strings.NewReader("llm_d_epp_ready_endpoints 4\n"), []string{"p"})
 	require.NoError(t, err)
 	assert.Equal(t, 4.0, got["p"].values[2])
 
-	_, result, err = parseEPPMetrics(strings.NewReader("llm_d_epp_ready_endpoints{name=\"p\" 4\n"), []string{"p"})
+	_, _, result, err = parseEPPMetrics(strings.NewReader("llm_d_epp_ready_endpoints{name=\"p\" 4\n"), []string{"p"})
 	assert.Error(t, err)
 	assert.Equal(t, ScrapeMalformed, result)
-	_, result, err = parseEPPMetrics(io.LimitReader(zeros{}, MaxMetricsBytes+10), []string{"p"})
+	_, _, result, err = parseEPPMetrics(io.LimitReader(zeros{}, MaxMetricsBytes+10), []string{"p"})
 	assert.ErrorIs(t, err, errTooLarge)
 	assert.Equal(t, ScrapeTooLarge, result)
 }
@@ -168,6 +172,61 @@ llm_d_epp_average_kv_cache_utilization{name="pool"} 0.1
 		s += "inference_extension_info{commit=\"" + info + "\",build_ref=\"x\"} 1\n"
 	}
 	return s
+}
+
+// TestParseEPPMetricsUnlabelledSeveralProviders: on an endpoint serving
+// several providers an unlabelled series (no name label; for flow control
+// no inference_pool label) belongs to none of them: it is not read for
+// any and counted; the labelled series still are. With one provider the
+// same body is read as that provider's.
+func TestParseEPPMetricsUnlabelledSeveralProviders(t *testing.T) {
+	text := `llm_d_epp_average_running_requests 3
+llm_d_epp_average_queue_size 1
+llm_d_epp_ready_endpoints{name="p1"} 2
+llm_d_epp_ready_endpoints{name="p2"} 5
+llm_d_epp_flow_control_queue_size{fairness_id="a",priority="0"} 2
+llm_d_epp_flow_control_queue_size{fairness_id="b",priority="0"} 4
+llm_d_epp_average_kv_cache_utilization 0.5
+`
+	got, unattributed, _, err := parseEPPMetrics(strings.NewReader(text), []string{"p1", "p2"})
+	require.NoError(t, err)
+	assert.Equal(t, 5, unattributed, "running, queue, two flow-control series, KV cache")
+	for p, ready := range map[string]float64{"p1": 2, "p2": 5} {
+		require.Contains(t, got, p)
+		assert.Equal(t, []string{signals.NameAverageRunning, signals.NameAverageQueue, signals.NameFlowControlQueue, signals.NameAverageKVCache}, got[p].missing(), p)
+		assert.Equal(t, ready, got[p].values[2], p)
+	}
+
+	got, unattributed, _, err = parseEPPMetrics(strings.NewReader(strings.ReplaceAll(text, `{name="p2"} 5`, `{name="px"} 5`)), []string{"p1"})
+	require.NoError(t, err)
+	assert.Zero(t, unattributed)
+	assert.True(t, got["p1"].qualified(), "one provider: its unlabelled series are its own")
+	assert.Equal(t, [5]float64{3, 1, 2, 6, 0.5}, got["p1"].values)
+}
+
+// TestUnattributedSeriesCounted: a relay whose two providers share one
+// metrics endpoint that serves unlabelled series does not give them to
+// either, counts them, and says why in the condition.
+func TestUnattributedSeriesCounted(t *testing.T) {
+	e := newEnv(t)
+	a := e.site("a", "127.0.4.4")
+	url := textEPP(t, "127.0.4.4", func() string {
+		return "llm_d_epp_average_running_requests 3\nllm_d_epp_ready_endpoints 2\n"
+	})
+	cfg := e.config(a, url)
+	cfg.Providers = append(cfg.Providers, Provider{Name: "pool2", MetricsConfig: &MetricsConfig{Endpoint: url, StaleMetricsSeconds: 30}})
+	r, reg := newRelay(t, cfg, newFakeClock())
+	start(t, r, false)
+	r.ScrapeOnce(context.Background())
+	assert.Equal(t, 2.0, metricValue(t, reg, MetricUnattributed, nil))
+	for _, p := range r.Status().Providers {
+		c := p.Conditions[0]
+		assert.Equal(t, "NoSeries", c.Reason, p.Name)
+		assert.Contains(t, c.Message, "2 series without a name/inference_pool label not read", p.Name)
+	}
+	res, _ := e.fetch(r, a, a.epp)
+	assert.NotContains(t, rowsOf(res, "a"), signals.NameReadyEndpoints+"/pool")
+	assert.NotContains(t, rowsOf(res, "a"), signals.NameReadyEndpoints+"/pool2")
 }
 
 // TestG06_GenerationPerQualifiedBatch: a qualified batch (all five series)
@@ -238,7 +297,8 @@ func TestG06_GenerationPerQualifiedBatch(t *testing.T) {
 
 // TestG08_StaleMetricsKeepsLastReadiness: while the scrape fails, the last
 // batch is relayed with its own stamps for staleMetricsSeconds, then
-// dropped; the provider still publishes load (G-50).
+// dropped for a readiness 0 row stamped at the window end; the provider
+// still publishes load (G-50).
 func TestG08_StaleMetricsKeepsLastReadiness(t *testing.T) {
 	e := newEnv(t)
 	a := e.site("a", "127.0.4.1")
@@ -268,8 +328,11 @@ func TestG08_StaleMetricsKeepsLastReadiness(t *testing.T) {
 	clock.Add(time.Second)
 	res, _ = e.fetch(r, a, a.epp)
 	rows = rowsOf(res, "a")
-	assert.NotContains(t, rows, signals.NameReadyEndpoints+"/pool", "dropped after staleMetricsSeconds")
-	assert.Len(t, rows, 1)
+	assert.NotContains(t, rows, signals.NameAverageRunning+"/pool", "dropped after staleMetricsSeconds")
+	ready = rows[signals.NameReadyEndpoints+"/pool"]
+	assert.Equal(t, 0.0, ready.Value, "the readiness is not kept past the window")
+	assert.True(t, ready.Stamp.Equal(t0.Add(30*time.Second)), "stamped at the window end: %s", ready.Stamp)
+	assert.Len(t, rows, 2)
 	assert.Equal(t, 1.0, rows[signals.NamePublishesLoad+"/pool"].Value, "still publishes load")
 	assert.False(t, r.Status().Providers[0].Serving)
 
@@ -278,6 +341,75 @@ func TestG08_StaleMetricsKeepsLastReadiness(t *testing.T) {
 	res, _ = e.fetch(r, a, a.epp)
 	ready = rowsOf(res, "a")[signals.NameReadyEndpoints+"/pool"]
 	assert.True(t, ready.Stamp.Equal(t0.Add(31*time.Second)))
+}
+
+// TestG08_WindowEndNotReadyAtEPP: the seed says staleMetricsSeconds is
+// how long a failing scrape keeps the last readiness. What the EPP's
+// store holds, fed every body the relay serves: the last readiness (2)
+// within the window, no new sample; past it ready endpoints 0 (one new
+// sample at the window end, not one per read), not the stale 2 that
+// silence alone would keep standing until MaxAge; the other readings keep
+// their old stamps (stale). A restarted peer relay does not take that
+// lone 0 for load (G-49).
+func TestG08_WindowEndNotReadyAtEPP(t *testing.T) {
+	e := newEnv(t)
+	a := e.site("a", "127.0.4.2")
+	b := e.site("b", "127.0.4.3")
+	epp := newStubEPP(t, "127.0.4.2", "pool")
+	epp.load(2, 0, 1, 0.2)
+	clock := newFakeClock()
+	cfg := e.config(a, epp.url, b)
+	cfg.Providers[0].MetricsConfig.StaleMetricsSeconds = 30
+	r, _ := newRelay(t, cfg, clock)
+	start(t, r, false)
+	top, skipped := topology.Build(topology.Local{Site: "a", Cluster: "cluster-a"}, nil, nil)
+	require.Empty(t, skipped)
+	store := sitestore.New(top)
+	read := func() sitestore.Provider {
+		t.Helper()
+		res, resp := e.fetch(r, a, a.epp)
+		date, err := http.ParseTime(resp.Header.Get("Date"))
+		require.NoError(t, err)
+		store.Ingest(res.Samples, date, time.Now())
+		site, _ := store.Snapshot().Site("a")
+		p, ok := site.Provider("pool")
+		require.True(t, ok)
+		return *p
+	}
+	r.ScrapeOnce(context.Background())
+	p := read()
+	assert.Equal(t, 2.0, p.Ready.Value)
+	epp.mode.Store(1)
+	for _, d := range []time.Duration{10 * time.Second, 20 * time.Second} {
+		clock.Add(d)
+		r.ScrapeOnce(context.Background())
+		p = read()
+		assert.Equal(t, 2.0, p.Ready.Value, "kept within the window")
+		assert.True(t, p.Stamp.Equal(t0), "no new sample")
+	}
+	end := t0.Add(30 * time.Second)
+	for range 3 {
+		clock.Add(2 * time.Second)
+		r.ScrapeOnce(context.Background())
+		p = read()
+		assert.Equal(t, 0.0, p.Ready.Value, "past the window: not ready")
+		assert.True(t, p.Ready.Stamp.Equal(end), "one sample, at the window end: %s", p.Ready.Stamp)
+		assert.True(t, p.Running.Stamp.Equal(t0), "the other readings stay stale")
+		assert.True(t, p.PublishesLoadKnown(), "G-50")
+	}
+
+	// A peer relay started now hears only that 0: the provider stays
+	// unmeasured there.
+	rb, _ := newRelay(t, e.config(b, "", a), clock)
+	start(t, rb, false)
+	rb.PollRound(context.Background())
+	res, _ := e.fetch(rb, b, b.epp)
+	for _, s := range res.Samples {
+		if s.Site == "a" && s.Name == signals.NamePublishesLoad {
+			assert.Equal(t, 0.0, s.Value, "G-47 b: no load received from a since b started")
+		}
+	}
+	assert.Contains(t, rowsOf(res, "a"), signals.NameReadyEndpoints+"/pool", "the 0 is relayed")
 }
 
 // TestG50_ScrapeFailureCondition: a failing scrape shows as a

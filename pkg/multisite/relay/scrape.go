@@ -213,6 +213,9 @@ type scrapeResult struct {
 	result  string // the result of a failed scrape
 	batches map[string]*batch
 	readAt  time.Time
+	// unattributed counts the pool series without the provider label
+	// that were dropped because the endpoint serves several providers.
+	unattributed int
 }
 
 // scrape reads the target once. readAt is the time the response arrived:
@@ -246,30 +249,39 @@ func (t *scrapeTarget) scrape(ctx context.Context, names []string, now func() ti
 	default:
 		return scrapeResult{err: fmt.Errorf("GET %s: %s", t.endpoint, resp.Status), result: ScrapeHTTPStatus}
 	}
-	batches, result, err := parseEPPMetrics(resp.Body, names)
+	batches, unattributed, result, err := parseEPPMetrics(resp.Body, names)
 	if err != nil {
 		return scrapeResult{err: fmt.Errorf("GET %s: %w", t.endpoint, err), result: result}
 	}
 	for _, b := range batches {
 		b.readAt = readAt
 	}
-	return scrapeResult{batches: batches, readAt: readAt}
+	return scrapeResult{batches: batches, readAt: readAt, unattributed: unattributed}
 }
 
 // wantedFamilies are the families parseEPPMetrics reads.
 var wantedFamilies = append(signals.PoolSeries[:len(signals.PoolSeries):len(signals.PoolSeries)], nameInfo)
 
+// flowControlIndex is the flow-control queue's index in
+// signals.PoolSeries (the series labelled inference_pool, not name).
+var flowControlIndex = slices.Index(signals.PoolSeries[:], signals.NameFlowControlQueue)
+
 // errTooLarge is a metrics body above MaxMetricsBytes.
 var errTooLarge = fmt.Errorf("the metrics body is larger than %d bytes", MaxMetricsBytes)
 
 // parseEPPMetrics reads the five pool series of each provider from an EPP
-// /metrics body: the gauges labelled name=<provider> (or the only series
-// of a family without a name label), and for the flow-control queue the
-// sum of the series labelled inference_pool=<provider>. A value that is
-// NaN, infinite or negative counts as not read. Only the lines of the
-// wanted families are parsed, so an unrelated malformed line does no harm.
-// A provider with none of the five gets no batch.
-func parseEPPMetrics(r io.Reader, providers []string) (map[string]*batch, string, error) {
+// /metrics body: the gauges labelled name=<provider>, and for the
+// flow-control queue the sum of the series labelled
+// inference_pool=<provider>. Series without that label are the provider's
+// only when the endpoint serves exactly one provider (the only series of
+// a gauge family without a name label; the whole flow-control family
+// when none of its series has the label); with several providers they
+// cannot be attributed to any of them: they are not read, and counted in
+// unattributed (one per series). A value that is NaN, infinite or
+// negative counts as not read. Only the lines of the wanted families are
+// parsed, so an unrelated malformed line does no harm. A provider with
+// none of the five gets no batch.
+func parseEPPMetrics(r io.Reader, providers []string) (batches map[string]*batch, unattributed int, result string, err error) {
 	var filtered bytes.Buffer
 	br := bufio.NewReaderSize(io.LimitReader(r, MaxMetricsBytes+1), 64<<10)
 	total, keep, lineStart := 0, false, true
@@ -277,7 +289,7 @@ func parseEPPMetrics(r io.Reader, providers []string) (map[string]*batch, string
 		chunk, err := br.ReadSlice('\n')
 		total += len(chunk)
 		if total > MaxMetricsBytes {
-			return nil, ScrapeTooLarge, errTooLarge
+			return nil, 0, ScrapeTooLarge, errTooLarge
 		}
 		if len(chunk) > 0 {
 			if lineStart {
@@ -294,7 +306,7 @@ func parseEPPMetrics(r io.Reader, providers []string) (map[string]*batch, string
 		if errors.Is(err, io.EOF) {
 			break
 		}
-		return nil, ScrapeFailed, fmt.Errorf("read metrics: %w", err)
+		return nil, 0, ScrapeFailed, fmt.Errorf("read metrics: %w", err)
 	}
 	if filtered.Len() > 0 && filtered.Bytes()[filtered.Len()-1] != '\n' {
 		filtered.WriteByte('\n')
@@ -302,9 +314,23 @@ func parseEPPMetrics(r io.Reader, providers []string) (map[string]*batch, string
 	tp := expfmt.NewTextParser(model.UTF8Validation)
 	fams, err := tp.TextToMetricFamilies(&filtered)
 	if err != nil {
-		return nil, ScrapeMalformed, fmt.Errorf("malformed metrics text: %w", err)
+		return nil, 0, ScrapeMalformed, fmt.Errorf("malformed metrics text: %w", err)
 	}
 	info := infoLabels(fams[nameInfo])
+	single := len(providers) == 1
+	if !single {
+		for i, name := range signals.PoolSeries {
+			key := "name"
+			if i == flowControlIndex {
+				key = "inference_pool"
+			}
+			for _, m := range fams[name].GetMetric() {
+				if _, ok := label(m, key); !ok {
+					unattributed++
+				}
+			}
+		}
+	}
 	out := make(map[string]*batch, len(providers))
 	for _, p := range providers {
 		b := &batch{info: info}
@@ -316,9 +342,9 @@ func parseEPPMetrics(r io.Reader, providers []string) (map[string]*batch, string
 			var v float64
 			var ok bool
 			if name == signals.NameFlowControlQueue {
-				v, ok = sumByLabel(fam, "inference_pool", p)
+				v, ok = sumByLabel(fam, "inference_pool", p, single)
 			} else {
-				v, ok = byName(fam, p)
+				v, ok = byName(fam, p, single)
 			}
 			if ok && !math.IsNaN(v) && !math.IsInf(v, 0) && v >= 0 {
 				b.values[i], b.present[i] = v, true
@@ -328,7 +354,7 @@ func parseEPPMetrics(r io.Reader, providers []string) (map[string]*batch, string
 			out[p] = b
 		}
 	}
-	return out, "", nil
+	return out, unattributed, "", nil
 }
 
 // familyOf returns the family a text-format line belongs to: the name of
@@ -373,16 +399,17 @@ func label(m *dto.Metric, name string) (string, bool) {
 	return "", false
 }
 
-// byName reads the series labelled name=<provider>; a family of one series
-// without a name label is taken as the provider's.
-func byName(fam *dto.MetricFamily, provider string) (float64, bool) {
+// byName reads the series labelled name=<provider>; when single (the
+// endpoint serves only this provider) a family of one series without a
+// name label is taken as the provider's.
+func byName(fam *dto.MetricFamily, provider string, single bool) (float64, bool) {
 	ms := fam.GetMetric()
 	for _, m := range ms {
 		if v, ok := label(m, "name"); ok && v == provider {
 			return value(m)
 		}
 	}
-	if len(ms) == 1 {
+	if single && len(ms) == 1 {
 		if _, ok := label(ms[0], "name"); !ok {
 			return value(ms[0])
 		}
@@ -391,8 +418,9 @@ func byName(fam *dto.MetricFamily, provider string) (float64, bool) {
 }
 
 // sumByLabel sums the series whose label key is value; false when there
-// is none. A family of series without the label at all is summed whole.
-func sumByLabel(fam *dto.MetricFamily, key, want string) (float64, bool) {
+// is none. When single (the endpoint serves only this provider) a family
+// of series without the label at all is summed whole.
+func sumByLabel(fam *dto.MetricFamily, key, want string, single bool) (float64, bool) {
 	var sum float64
 	found, labelled := false, false
 	for _, m := range fam.GetMetric() {
@@ -407,7 +435,7 @@ func sumByLabel(fam *dto.MetricFamily, key, want string) (float64, bool) {
 			found = true
 		}
 	}
-	if !found && !labelled && len(fam.GetMetric()) > 0 {
+	if single && !found && !labelled && len(fam.GetMetric()) > 0 {
 		for _, m := range fam.GetMetric() {
 			x, _ := value(m)
 			sum += x

@@ -72,7 +72,8 @@ type ProviderStatus struct {
 	LastScrapeTime *time.Time `json:"lastScrapeTime,omitempty"`
 	LastReadTime   *time.Time `json:"lastReadTime,omitempty"`
 	// Serving says whether the last batch is still relayed (it is until
-	// staleMetricsSeconds after it was read, G-08).
+	// staleMetricsSeconds after it was read, G-08; then a ready endpoints
+	// 0 row is).
 	Serving    bool        `json:"serving"`
 	Conditions []Condition `json:"conditions"`
 }

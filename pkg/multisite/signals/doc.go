@@ -36,7 +36,12 @@
 //
 // Every response carries a Date header (RFC 1123) read from the same clock
 // as the stamps; the receiver judges stamps against it (the skew rule), so
-// that the clocks of different sites never need to agree.
+// that the clocks of different sites never need to agree. Date has whole
+// seconds; the same reading in Unix milliseconds comes in the
+// X-Grid-Now-Ms header (HeaderNow; SetClock writes both, ResponseClock
+// reads them), so that a receiver can tell a row's age at the sender
+// (now minus its stamp) to the millisecond. A receiver falls back to Date
+// when X-Grid-Now-Ms is absent or not inside the second Date names.
 //
 // # Rules
 //
@@ -63,11 +68,15 @@
 //     beyond the first Limits.MaxProvidersPerSite providers of its site,
 //     by name.
 //
-// Encode writes samples sorted by (site, provider, series name), the local
-// site's targets first, so that peer-round rows (provider "") lead each
-// peer's targets. It cuts each target at MaxLinesPerTarget rows, drops the
-// providers of a site beyond the first MaxProvidersPerSite by name, and
-// then keeps the longest prefix of targets that fits in MaxBytes, dropping
-// every target after it. What it left out is returned as a Truncation for
+// Encode writes every site's peer-round rows first, then the local
+// site's provider targets, then the peers' (each part sorted by site,
+// provider and series name). It cuts each target at MaxLinesPerTarget
+// rows and drops the providers of a site beyond the first
+// MaxProvidersPerSite by name; then it holds the body within MaxBytes by
+// dropping whole targets: round rows and local targets are kept as long as
+// they fit, and the room left is shared fairly between the peer sites
+// (max-min: a site needing less than an equal share keeps every target),
+// so one site serving huge targets cannot push another site out, round
+// rows included. What it left out is returned as a Truncation for
 // grid_signals_relay_truncated_total{store,cut}.
 package signals

@@ -3,6 +3,7 @@ package signals
 import (
 	"cmp"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"sync"
@@ -34,17 +35,53 @@ func (t *Truncation) addLines(store string, n int) {
 var encPool = sync.Pool{New: func() any { return new(encoder) }}
 
 type encoder struct {
-	idx []int32
-	buf []byte
+	idx   []int32
+	buf   []byte
+	spans []span
+	sites []siteShare
 }
 
-// Encode writes samples as one body: sorted by (site, provider, series
-// name) with the targets of the sites isLocal accepts first (a nil isLocal
-// makes every site a peer), each target (grid_site, grid_provider) cut at
-// lim.MaxLinesPerTarget rows, the providers of a site beyond the first
-// lim.MaxProvidersPerSite by name dropped, and then every target from the
-// first one that would take the body past lim.MaxBytes on dropped. Rows of
-// one series keep their order in samples. It reports what it cut.
+// span is one encoded target in encoder.buf.
+type span struct {
+	start, end int
+	class      int8 // classRound, classLocal or classPeer
+	keep       bool
+	store      string
+	site       string
+}
+
+// Emission classes, in body order.
+const (
+	classRound int8 = iota // every site's peer-round rows (provider "")
+	classLocal             // the local site's provider targets
+	classPeer              // the peer sites' provider targets
+)
+
+// siteShare is a peer site's provider targets (spans[first:last]) and
+// their size, for the fair share of the room left.
+type siteShare struct {
+	first, last int
+	size        int
+}
+
+// Encode writes samples as one body, in three parts: every site's
+// peer-round rows (the local site's first, then by site), then the local
+// site's provider targets (those isLocal accepts; a nil isLocal makes
+// every site a peer), then the peer sites' provider targets; sorted by
+// (site, provider, series name) within each part. Rows of one series keep
+// their order in samples.
+//
+// Each target (grid_site, grid_provider) is cut at lim.MaxLinesPerTarget
+// rows, and the providers of a site beyond the first
+// lim.MaxProvidersPerSite by name are dropped. Then the body is held
+// within lim.MaxBytes by dropping whole targets: the round rows and the
+// local targets are kept in order as long as they fit; the room left is
+// shared fairly between the peer sites (max-min: a site that needs less
+// than an equal share keeps everything, and what it leaves is shared by
+// the others), a site over its share keeping its targets in name order as
+// long as they fit in it. So one site serving huge targets cannot push
+// another site's rows, or any round row, out of the body. It reports what
+// it cut.
 //
 // A sample that is not a valid row (Sample.Validate) makes Encode return
 // that error before writing anything. The only other error is w's.
@@ -62,12 +99,24 @@ func Encode(w io.Writer, samples []Sample, isLocal func(site string) bool, lim L
 		}
 	}()
 	local := func(site string) bool { return isLocal != nil && isLocal(site) }
+	class := func(s *Sample) int8 {
+		switch {
+		case s.Provider == "":
+			return classRound
+		case local(s.Site):
+			return classLocal
+		}
+		return classPeer
+	}
 	e.idx = e.idx[:0]
 	for i := range samples {
 		e.idx = append(e.idx, int32(i))
 	}
 	slices.SortStableFunc(e.idx, func(a, b int32) int {
 		x, y := &samples[a], &samples[b]
+		if cx, cy := class(x), class(y); cx != cy {
+			return cmp.Compare(cx, cy)
+		}
 		if lx, ly := local(x.Site), local(y.Site); lx != ly {
 			if lx {
 				return -1
@@ -78,9 +127,10 @@ func Encode(w io.Writer, samples []Sample, isLocal func(site string) bool, lim L
 			cmp.Compare(x.Name, y.Name), cmp.Compare(x.Cluster, y.Cluster))
 	})
 
+	// Encode every target within the line and provider caps, each into
+	// its own span of buf.
 	var tr Truncation
-	e.buf = e.buf[:0]
-	full := false
+	e.buf, e.spans = e.buf[:0], e.spans[:0]
 	providers := 0 // providers of the current site so far
 	for start := 0; start < len(e.idx); {
 		first := &samples[e.idx[start]]
@@ -96,35 +146,83 @@ func Encode(w io.Writer, samples []Sample, isLocal func(site string) bool, lim L
 		if local(first.Site) {
 			store = StoreLocal
 		}
-		if start == 0 || samples[e.idx[start-1]].Site != first.Site {
-			providers = 0
-		}
 		if first.Provider != "" {
+			if prev := &samples[e.idx[max(start-1, 0)]]; start == 0 || prev.Site != first.Site || prev.Provider == "" {
+				providers = 0
+			}
 			providers++
 		}
-		switch {
-		case full:
+		if first.Provider != "" && providers > lim.MaxProvidersPerSite {
 			tr.addTarget(store)
-		case first.Provider != "" && providers > lim.MaxProvidersPerSite:
-			tr.addTarget(store)
-		default:
-			n := end - start
-			if n > lim.MaxLinesPerTarget {
-				tr.addLines(store, n-lim.MaxLinesPerTarget)
-				n = lim.MaxLinesPerTarget
-			}
-			mark := len(e.buf)
-			for _, j := range e.idx[start : start+n] {
-				e.buf = appendLine(e.buf, &samples[j])
-			}
-			if int64(len(e.buf)) > lim.MaxBytes {
-				e.buf = e.buf[:mark]
-				full = true
-				tr.addTarget(store)
-			}
+			start = end
+			continue
 		}
+		n := end - start
+		if n > lim.MaxLinesPerTarget {
+			tr.addLines(store, n-lim.MaxLinesPerTarget)
+			n = lim.MaxLinesPerTarget
+		}
+		mark := len(e.buf)
+		for _, j := range e.idx[start : start+n] {
+			e.buf = appendLine(e.buf, &samples[j])
+		}
+		e.spans = append(e.spans, span{start: mark, end: len(e.buf), class: class(first), store: store, site: first.Site})
 		start = end
 	}
+
+	// Choose what fits: round rows and local targets in order, then the
+	// peer sites' fair shares of the room left.
+	room := int(min(lim.MaxBytes, int64(math.MaxInt)))
+	e.sites = e.sites[:0]
+	for i := range e.spans {
+		sp := &e.spans[i]
+		if sp.class != classPeer {
+			if sp.end-sp.start <= room {
+				sp.keep = true
+				room -= sp.end - sp.start
+			}
+			continue
+		}
+		if n := len(e.sites); n == 0 || e.spans[e.sites[n-1].first].site != sp.site {
+			e.sites = append(e.sites, siteShare{first: i, last: i})
+		}
+		ss := &e.sites[len(e.sites)-1]
+		ss.last = i + 1
+		ss.size += sp.end - sp.start
+	}
+	slices.SortStableFunc(e.sites, func(a, b siteShare) int { return cmp.Compare(a.size, b.size) })
+	for k := range e.sites {
+		ss := &e.sites[k]
+		share := room / (len(e.sites) - k)
+		if ss.size <= share {
+			for i := ss.first; i < ss.last; i++ {
+				e.spans[i].keep = true
+			}
+			room -= ss.size
+			continue
+		}
+		used := 0
+		for i := ss.first; i < ss.last; i++ {
+			sp := &e.spans[i]
+			if n := sp.end - sp.start; used+n <= share {
+				sp.keep = true
+				used += n
+			}
+		}
+		room -= used
+	}
+
+	// Move the kept spans to the front of buf, in body order.
+	out := 0
+	for i := range e.spans {
+		sp := &e.spans[i]
+		if !sp.keep {
+			tr.addTarget(sp.store)
+			continue
+		}
+		out += copy(e.buf[out:], e.buf[sp.start:sp.end])
+	}
+	e.buf = e.buf[:out]
 	_, err := w.Write(e.buf)
 	return tr, err
 }

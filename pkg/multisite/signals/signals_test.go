@@ -288,10 +288,11 @@ func TestEncode(t *testing.T) {
 	tr, err := Encode(&b, samples, func(s string) bool { return s == "home" }, Limits{})
 	require.NoError(t, err)
 	assert.True(t, tr.Empty())
-	want := fmt.Sprintf(`llm_d_epp_average_running_requests{grid_site="home",grid_cluster="c1",grid_provider="p"} 2.5 %[1]d
+	// Round rows first, then the local site's targets, then the peers'.
+	want := fmt.Sprintf(`grid_peer_poll_rounds_total{grid_site="peer"} 4 %[2]d
+llm_d_epp_average_running_requests{grid_site="home",grid_cluster="c1",grid_provider="p"} 2.5 %[1]d
 llm_d_epp_ready_endpoints{grid_site="home",grid_cluster="c1",grid_provider="p"} 3 %[1]d
 llm_d_epp_average_running_requests{grid_site="alpha",grid_cluster="c1",grid_provider="z"} 1 %[1]d
-grid_peer_poll_rounds_total{grid_site="peer"} 4 %[2]d
 llm_d_epp_ready_endpoints{grid_site="peer",grid_cluster="c1",grid_provider="q"} 1 %[1]d
 `, ms(date), ms(date)+1)
 	assert.Equal(t, want, b.String())
@@ -365,4 +366,75 @@ func TestEncodeTruncation(t *testing.T) {
 		require.NoError(t, err)
 		assert.True(t, tr.Empty(), "%+v", tr)
 	})
+}
+
+// TestEncodeFairDrop: a site whose targets would fill the body cannot push
+// the others out: every site's round rows are written before any provider
+// target, the local site's targets next, and the room left is shared
+// between the peer sites, so a small site keeps every target while the big
+// one loses targets (counted).
+func TestEncodeFairDrop(t *testing.T) {
+	isLocal := func(s string) bool { return s == "home" }
+	var samples []Sample
+	// big sorts before small; zz sorts after both.
+	for p := range 40 {
+		for i := range 20 {
+			samples = append(samples, prov(NameAverageQueue, "big", fmt.Sprintf("p%02d", p), float64(i), date))
+		}
+	}
+	samples = append(samples,
+		prov(NameAverageQueue, "small", "q", 1, date),
+		prov(NameReadyEndpoints, "small", "q", 2, date),
+		prov(NameAverageQueue, "zz", "r", 1, date),
+		prov(NameAverageQueue, "home", "h", 1, date),
+		Sample{Name: NamePeerRounds, Site: "big", Value: 1, Stamp: date},
+		Sample{Name: NamePeerRounds, Site: "small", Value: 2, Stamp: date},
+		Sample{Name: NamePeerRounds, Site: "zz", Value: 3, Stamp: date},
+		Sample{Name: NamePeerRoundEnd, Site: "zz", Value: 4, Stamp: date},
+	)
+	line := len(fmt.Sprintf("llm_d_epp_average_queue_size{grid_site=\"big\",grid_cluster=\"c1\",grid_provider=\"p01\"} 1 %d\n", ms(date)))
+	var b bytes.Buffer
+	// Room for about a quarter of big's 800 rows.
+	tr, err := Encode(&b, samples, isLocal, Limits{MaxBytes: int64(200 * line)})
+	require.NoError(t, err)
+	out := b.String()
+	assert.LessOrEqual(t, b.Len(), 200*line)
+	for _, want := range []string{
+		`grid_peer_poll_rounds_total{grid_site="big"} 1`,
+		`grid_peer_poll_rounds_total{grid_site="small"} 2`,
+		`grid_peer_poll_rounds_total{grid_site="zz"} 3`,
+		`grid_peer_poll_round_end_timestamp_seconds{grid_site="zz"} 4`,
+		`llm_d_epp_average_queue_size{grid_site="home",grid_cluster="c1",grid_provider="h"} 1`,
+		`llm_d_epp_average_queue_size{grid_site="small",grid_cluster="c1",grid_provider="q"} 1`,
+		`llm_d_epp_ready_endpoints{grid_site="small",grid_cluster="c1",grid_provider="q"} 2`,
+		`llm_d_epp_average_queue_size{grid_site="zz",grid_cluster="c1",grid_provider="r"} 1`,
+	} {
+		assert.Contains(t, out, want)
+	}
+	// Round rows lead the body.
+	assert.True(t, strings.HasPrefix(out, "grid_peer_poll_"), out[:80])
+	assert.NotContains(t, strings.SplitN(out, "llm_d_", 2)[1], "grid_peer_poll_", "no round row after a provider row")
+	// big keeps whole targets only, and what it lost is counted.
+	kept := 0
+	for p := range 40 {
+		n := strings.Count(out, fmt.Sprintf(`grid_provider="p%02d"}`, p))
+		assert.Contains(t, []int{0, 20}, n, "p%02d", p)
+		if n == 20 {
+			kept++
+		}
+	}
+	assert.Greater(t, kept, 0)
+	assert.Equal(t, Truncation{Targets: map[string]int{StorePeer: 40 - kept}}, tr)
+
+	// The order of the sites does not matter: the same with big last.
+	for i := range samples {
+		if samples[i].Site == "big" {
+			samples[i].Site = "zzz"
+		}
+	}
+	b.Reset()
+	tr2, err := Encode(&b, samples, isLocal, Limits{MaxBytes: int64(200 * line)})
+	require.NoError(t, err)
+	assert.Equal(t, tr, tr2)
+	assert.Contains(t, b.String(), `grid_site="small",grid_cluster="c1",grid_provider="q"`)
 }

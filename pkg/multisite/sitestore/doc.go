@@ -23,7 +23,11 @@
 //     cluster, provider): the latest reading of each pool gauge (running,
 //     queue, ready endpoints, flow-control queue, KV-cache utilisation),
 //     of grid_provider_publishes_load and of
-//     grid_provider_config_generation, each with its stamp. The generation
+//     grid_provider_config_generation, each with its stamp; the
+//     provider's load freshness (Provider.Stamp) is the newest stamp of
+//     the pool load readings only, never of the publishes_load row (which
+//     the relay stamps at every response) or the generation row, which
+//     advance Provider.LastHeard instead. The generation
 //     scopes learning (G-06, G-12): a row with a new generation value
 //     starts a new generation (Provider.GenerationSince) and clears the
 //     readings stamped before it; without the row learning stays off;
@@ -36,11 +40,17 @@
 // its relay: Snapshot.ReadAt (the EPP's clock) and that response's Date
 // (the relay's clock, the one the stamps are on).
 //
+// Each read of the relay is its whole view for grid_provider_publishes_load:
+// a provider whose row a read leaves out (a relay restarted during a
+// partition that has not heard from the peer since) has PublishesLoad
+// reset to unknown, so it is unmeasured until the row comes back (G-47,
+// G-49); its other readings stay.
+//
 // Rows merge: a reading is replaced by a row of its series whose stamp is
 // not older; a site's rows that a body leaves out (a truncated target, a
 // peer the relay cannot reach) keep their last value and stamp, which is
-// what silence is judged from. A provider whose newest row is older than
-// the latest Date minus MaxAge (24 h) is dropped. Rows of a site the
+// what silence is judged from. A provider whose newest row (LastHeard) is
+// older than the latest Date minus MaxAge (24 h) is dropped. Rows of a site the
 // topology does not hold, or of a provider whose grid_cluster is not the
 // site's cluster, are refused (IngestResult.SiteMismatch; the poller
 // counts them as site_mismatch).

@@ -45,16 +45,32 @@ type Provider struct {
 	// GenerationSince is the stamp of the first row of the current
 	// generation: a new generation clears the readings stamped before it.
 	GenerationSince time.Time
-	// PublishesLoad is grid_provider_publishes_load (0 or 1, G-47).
+	// PublishesLoad is grid_provider_publishes_load (0 or 1, G-47) as the
+	// last ingest carried it; not Known when that ingest did not.
 	PublishesLoad Reading
 	// The EPP's pool gauges (G-05), read by the relay at one instant.
 	Running, Queue, Ready, FlowControl, KVCache Reading
-	// Stamp is the newest stamp among the provider's readings.
+	// Stamp is the provider's load freshness: the newest stamp among its
+	// pool load readings (Running, Queue, Ready, FlowControl, KVCache)
+	// only; zero while none is held. The publishes_load row (stamped at
+	// every relay response) and the generation row never advance it, so a
+	// provider whose load rows stopped does not look fresh.
 	Stamp time.Time
+	// LastHeard is the newest stamp among all the provider's rows (load,
+	// generation, publishes_load): when the relay last mentioned it. The
+	// store drops a provider whose LastHeard is older than MaxAge; it says
+	// nothing about the freshness of the load.
+	LastHeard time.Time
+}
+
+// loadReadings returns the pool load readings, the ones Stamp follows.
+func (p *Provider) loadReadings() [5]*Reading {
+	return [5]*Reading{&p.Running, &p.Queue, &p.Ready, &p.FlowControl, &p.KVCache}
 }
 
 // PublishesLoadKnown reports whether the provider says it publishes load
-// (a 1 row); a provider without the row does not (it is unmeasured).
+// (a 1 row in the last ingest); a provider without the row does not (it
+// is unmeasured).
 func (p *Provider) PublishesLoadKnown() bool {
 	return p.PublishesLoad.Known() && p.PublishesLoad.Value == 1
 }
@@ -223,7 +239,10 @@ func (s *Store) setTopologyLocked(top *topology.Topology) {
 // read at readAt on the EPP's clock, and publishes a new snapshot. A row
 // replaces the reading of its series when its stamp is not older; a
 // grid_provider_config_generation row with a new value starts a new
-// generation and clears the provider's readings stamped before it. Rows
+// generation and clears the provider's readings stamped before it. The
+// read is the relay's whole view: a provider whose
+// grid_provider_publishes_load row it does not carry has PublishesLoad
+// reset to unknown (unmeasured, G-47..G-49). Rows
 // of sites (or clusters) the topology does not hold, and of providers
 // beyond MaxProvidersPerSite, are refused and counted.
 func (s *Store) Ingest(samples []signals.Sample, date, readAt time.Time) IngestResult {
@@ -233,6 +252,8 @@ func (s *Store) Ingest(samples []signals.Sample, date, readAt time.Time) IngestR
 	var (
 		last     *siteState
 		lastProv *Provider
+		// The providers whose publishes_load row this ingest carries.
+		says = map[*Provider]struct{}{}
 	)
 	for i := range samples {
 		sm := &samples[i]
@@ -248,11 +269,13 @@ func (s *Store) Ingest(samples []signals.Sample, date, readAt time.Time) IngestR
 		if sm.Provider == "" {
 			switch sm.Name {
 			case signals.NamePeerRoundEnd:
-				st.pub = nil
-				merge(&st.roundEnd, sm)
+				if merge(&st.roundEnd, sm) {
+					st.pub = nil
+				}
 			case signals.NamePeerRounds:
-				st.pub = nil
-				merge(&st.rounds, sm)
+				if merge(&st.rounds, sm) {
+					st.pub = nil
+				}
 			}
 			continue
 		}
@@ -270,12 +293,18 @@ func (s *Store) Ingest(samples []signals.Sample, date, readAt time.Time) IngestR
 				}
 				p = &Provider{Cluster: st.cluster, Name: sm.Provider}
 				st.providers[sm.Provider] = p
+				st.pub = nil
 			}
 			lastProv = p
 		}
-		st.pub = nil
-		apply(p, sm)
+		if sm.Name == signals.NamePublishesLoad {
+			says[p] = struct{}{}
+		}
+		if apply(p, sm) {
+			st.pub = nil
+		}
 	}
+	s.forgetPublishesLoadLocked(says)
 	res.Expired = s.expireLocked(date)
 	s.readAt, s.date = readAt, date
 	s.ingests++
@@ -283,22 +312,25 @@ func (s *Store) Ingest(samples []signals.Sample, date, readAt time.Time) IngestR
 	return res
 }
 
-// merge sets r from the row unless r holds a newer one.
+// merge sets r from the row unless r holds a newer one, and reports
+// whether r changed.
 func merge(r *Reading, sm *signals.Sample) bool {
 	if sm.Stamp.Before(r.Stamp) {
 		return false
 	}
+	changed := r.Value != sm.Value || !r.Stamp.Equal(sm.Stamp)
 	r.Value, r.Stamp = sm.Value, sm.Stamp
-	return true
+	return changed
 }
 
-// apply merges one provider row.
-func apply(p *Provider, sm *signals.Sample) {
+// apply merges one provider row and reports whether the provider changed.
+func apply(p *Provider, sm *signals.Sample) bool {
 	var r *Reading
+	load := false
 	switch sm.Name {
 	case signals.NameConfigGeneration:
 		if sm.Stamp.Before(p.Generation.Stamp) {
-			return
+			return false
 		}
 		switch {
 		case !p.Generation.Known():
@@ -306,43 +338,82 @@ func apply(p *Provider, sm *signals.Sample) {
 		case p.Generation.Value != sm.Value:
 			// A new revision: what was read before it belongs to the old
 			// one.
-			for _, x := range []*Reading{&p.Running, &p.Queue, &p.Ready, &p.FlowControl, &p.KVCache, &p.PublishesLoad} {
+			for _, x := range p.loadReadings() {
 				if x.Stamp.Before(sm.Stamp) {
 					*x = Reading{}
 				}
 			}
+			if p.PublishesLoad.Stamp.Before(sm.Stamp) {
+				p.PublishesLoad = Reading{}
+			}
 			p.GenerationSince = sm.Stamp
+			p.Stamp = time.Time{}
+			for _, x := range p.loadReadings() {
+				if x.Stamp.After(p.Stamp) {
+					p.Stamp = x.Stamp
+				}
+			}
 		}
+		changed := p.Generation.Value != sm.Value || !p.Generation.Stamp.Equal(sm.Stamp)
 		p.Generation = Reading{Value: sm.Value, Stamp: sm.Stamp}
-		if sm.Stamp.After(p.Stamp) {
-			p.Stamp = sm.Stamp
-		}
-		return
+		p.heard(sm.Stamp)
+		return changed
 	case signals.NamePublishesLoad:
 		r = &p.PublishesLoad
 	case signals.NameAverageRunning:
-		r = &p.Running
+		r, load = &p.Running, true
 	case signals.NameAverageQueue:
-		r = &p.Queue
+		r, load = &p.Queue, true
 	case signals.NameReadyEndpoints:
-		r = &p.Ready
+		r, load = &p.Ready, true
 	case signals.NameFlowControlQueue:
-		r = &p.FlowControl
+		r, load = &p.FlowControl, true
 	case signals.NameAverageKVCache:
-		r = &p.KVCache
+		r, load = &p.KVCache, true
 	default:
-		return
+		return false
 	}
 	if p.Generation.Known() && sm.Stamp.Before(p.GenerationSince) {
-		return // a row of an older generation
+		return false // a row of an older generation
 	}
-	if merge(r, sm) && sm.Stamp.After(p.Stamp) {
+	if !merge(r, sm) {
+		return false
+	}
+	if load && sm.Stamp.After(p.Stamp) {
 		p.Stamp = sm.Stamp
+	}
+	p.heard(sm.Stamp)
+	return true
+}
+
+// heard advances LastHeard to stamp.
+func (p *Provider) heard(stamp time.Time) {
+	if stamp.After(p.LastHeard) {
+		p.LastHeard = stamp
 	}
 }
 
-// expireLocked drops the providers whose newest row is older than date
-// minus MaxAge.
+// forgetPublishesLoadLocked resets PublishesLoad to unknown for every
+// provider whose publishes_load row the ingest did not carry: each read
+// of the relay is its whole view, and a relay that no longer states a
+// provider's row (one restarted during a partition that has not heard
+// from the peer since, G-49) makes it unmeasured (G-47, G-48). The
+// provider's other readings stay, and it is dropped by the MaxAge rule
+// like any provider the relay stopped sending.
+func (s *Store) forgetPublishesLoadLocked(says map[*Provider]struct{}) {
+	for _, st := range s.sites {
+		for _, p := range st.providers {
+			if _, ok := says[p]; ok || !p.PublishesLoad.Known() {
+				continue
+			}
+			p.PublishesLoad = Reading{}
+			st.pub = nil
+		}
+	}
+}
+
+// expireLocked drops the providers whose newest row (LastHeard) is older
+// than date minus MaxAge.
 func (s *Store) expireLocked(date time.Time) int {
 	if date.IsZero() {
 		return 0
@@ -351,7 +422,7 @@ func (s *Store) expireLocked(date time.Time) int {
 	n := 0
 	for _, st := range s.sites {
 		for name, p := range st.providers {
-			if p.Stamp.Before(cutoff) {
+			if p.LastHeard.Before(cutoff) {
 				delete(st.providers, name)
 				st.pub = nil
 				n++
@@ -402,8 +473,8 @@ func (st *siteState) build() *Site {
 	}
 	for _, p := range st.providers {
 		out.Providers = append(out.Providers, *p)
-		if p.Stamp.After(out.Stamp) {
-			out.Stamp = p.Stamp
+		if p.LastHeard.After(out.Stamp) {
+			out.Stamp = p.LastHeard
 		}
 	}
 	slices.SortFunc(out.Providers, func(a, b Provider) int { return cmp.Compare(a.Name, b.Name) })

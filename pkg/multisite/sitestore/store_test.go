@@ -114,10 +114,14 @@ func TestIngest(t *testing.T) {
 	a0, _ := sn0.Site("site-a")
 	assert.Empty(t, a0.Providers)
 
-	// A second read that brings rows for site-b only: site-a keeps its
-	// rows (and shares them with the previous snapshot), older rows do not
-	// replace newer ones.
+	// A second read that brings load rows for site-b only: site-a, whose
+	// publishes_load rows come unchanged, keeps its rows (and shares them
+	// with the previous snapshot), older rows do not replace newer ones.
 	res = s.Ingest(concat(
+		[]signals.Sample{
+			prov(signals.NamePublishesLoad, "site-a", "cluster-a", "pool-a", 1, date.Add(-time.Second)),
+			prov(signals.NamePublishesLoad, "site-a", "cluster-a", "pool-b", 1, date.Add(-time.Second)),
+		},
 		[]signals.Sample{prov(signals.NameAverageRunning, "site-b", "cluster-b", "pool", 5, date.Add(-time.Second))},
 		[]signals.Sample{prov(signals.NameAverageQueue, "site-b", "cluster-b", "pool", 99, date.Add(-3*time.Second))},
 	), date.Add(time.Second), readAt.Add(time.Second))
@@ -130,7 +134,60 @@ func TestIngest(t *testing.T) {
 	assert.Equal(t, 5.0, bp.Running.Value)
 	assert.Equal(t, 0.5, bp.Queue.Value, "an older row does not replace a newer one")
 	assert.Equal(t, date.Add(-time.Second), bp.Stamp)
+	assert.False(t, bp.PublishesLoadKnown(), "the read carried no publishes_load row for it")
 	assert.Equal(t, uint64(12), b2.Rounds, "rows left out keep their last value")
+}
+
+// TestStampFromLoadRowsOnly: a provider's load freshness (Stamp) follows
+// its pool load readings only; publishes_load rows (stamped at every relay
+// response) and generation rows advance LastHeard, not Stamp, so a
+// provider whose load rows stopped does not look fresh.
+func TestStampFromLoadRowsOnly(t *testing.T) {
+	s := New(threeSites(t))
+	t0 := date
+	s.Ingest(batch("site-b", "cluster-b", "pool", 1, t0, 2), t0, time.Now())
+	for i := 1; i <= 3; i++ {
+		ti := t0.Add(time.Duration(i) * time.Second)
+		s.Ingest([]signals.Sample{
+			prov(signals.NameConfigGeneration, "site-b", "cluster-b", "pool", 1, ti),
+			prov(signals.NamePublishesLoad, "site-b", "cluster-b", "pool", 1, ti),
+		}, ti, time.Now())
+	}
+	b, _ := s.Snapshot().Site("site-b")
+	p, ok := b.Provider("pool")
+	require.True(t, ok)
+	assert.Equal(t, t0, p.Stamp, "the load freshness is the last load row's")
+	assert.Equal(t, t0.Add(3*time.Second), p.LastHeard)
+	assert.Equal(t, t0.Add(3*time.Second), b.Stamp, "the site's newest row")
+	assert.True(t, p.PublishesLoadKnown())
+
+	// One load row moves Stamp.
+	t4 := t0.Add(4 * time.Second)
+	s.Ingest([]signals.Sample{
+		prov(signals.NamePublishesLoad, "site-b", "cluster-b", "pool", 1, t4),
+		prov(signals.NameReadyEndpoints, "site-b", "cluster-b", "pool", 2, t4),
+	}, t4, time.Now())
+	b, _ = s.Snapshot().Site("site-b")
+	p, _ = b.Provider("pool")
+	assert.Equal(t, t4, p.Stamp)
+
+	// A new generation clears the older load readings: Stamp follows what
+	// is left (none here).
+	t5 := t0.Add(5 * time.Second)
+	s.Ingest([]signals.Sample{
+		prov(signals.NameConfigGeneration, "site-b", "cluster-b", "pool", 2, t5),
+		prov(signals.NamePublishesLoad, "site-b", "cluster-b", "pool", 1, t5),
+	}, t5, time.Now())
+	b, _ = s.Snapshot().Site("site-b")
+	p, _ = b.Provider("pool")
+	assert.True(t, p.Stamp.IsZero(), "no load reading of the new generation: %s", p.Stamp)
+	assert.Equal(t, t5, p.LastHeard)
+
+	// A provider still mentioned (publishes_load) is not expired, however
+	// old its load.
+	late := t0.Add(MaxAge + time.Hour)
+	res := s.Ingest([]signals.Sample{prov(signals.NamePublishesLoad, "site-b", "cluster-b", "pool", 1, late)}, late, time.Now())
+	assert.Zero(t, res.Expired)
 }
 
 // TestIngestSiteMismatch: rows of a site the topology does not know, or
@@ -273,4 +330,49 @@ func TestSnapshotWhileIngesting(t *testing.T) {
 	}
 	close(stop)
 	wg.Wait()
+}
+
+// TestPublishesLoadFollowsEachIngest: every read of the relay is its
+// whole view, so a provider whose publishes_load row a read leaves out
+// (a relay restarted during a partition that has not heard from the peer
+// since, G-49) is unmeasured until the row comes back (G-47, G-48); its
+// other readings stay, and once the relay stops mentioning it at all it
+// is dropped by the MaxAge rule.
+func TestPublishesLoadFollowsEachIngest(t *testing.T) {
+	s := New(threeSites(t))
+	pub := func(v float64, at time.Time) signals.Sample {
+		return prov(signals.NamePublishesLoad, "site-b", "cluster-b", "pool", v, at)
+	}
+	steps := []struct {
+		name     string
+		rows     []signals.Sample
+		known    bool // PublishesLoad.Known
+		publish  bool // PublishesLoadKnown
+		present  bool
+		running  float64
+		expired  int
+		deltaSec int
+	}{
+		{name: "the relay says 1", rows: batch("site-b", "cluster-b", "pool", 1, date, 4), known: true, publish: true, present: true, running: 4},
+		{name: "the relay restarted: no row for the peer's provider", rows: rounds("site-b", date.Add(time.Second), 1, date.Add(time.Second)), present: true, running: 4, deltaSec: 1},
+		{name: "the relay says 0 (no load received since it started)", rows: []signals.Sample{pub(0, date.Add(2*time.Second))}, known: true, present: true, running: 4, deltaSec: 2},
+		{name: "the site returns", rows: concat(batch("site-b", "cluster-b", "pool", 1, date.Add(3*time.Second), 6)), known: true, publish: true, present: true, running: 6, deltaSec: 3},
+		{name: "an empty read", rows: nil, present: true, running: 6, deltaSec: 4},
+		{name: "the row again, stamped later", rows: []signals.Sample{pub(1, date.Add(5*time.Second))}, known: true, publish: true, present: true, running: 6, deltaSec: 5},
+		{name: "never mentioned again: dropped after MaxAge", rows: nil, expired: 1, deltaSec: int((MaxAge + time.Minute) / time.Second)},
+	}
+	for _, st := range steps {
+		d := date.Add(time.Duration(st.deltaSec) * time.Second)
+		res := s.Ingest(st.rows, d, time.Now())
+		assert.Equal(t, st.expired, res.Expired, st.name)
+		b, _ := s.Snapshot().Site("site-b")
+		p, ok := b.Provider("pool")
+		require.Equal(t, st.present, ok, st.name)
+		if !ok {
+			continue
+		}
+		assert.Equal(t, st.known, p.PublishesLoad.Known(), st.name)
+		assert.Equal(t, st.publish, p.PublishesLoadKnown(), st.name)
+		assert.Equal(t, st.running, p.Running.Value, "%s: the load readings stay", st.name)
+	}
 }

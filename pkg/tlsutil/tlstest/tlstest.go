@@ -166,6 +166,21 @@ func SelfSigned(t testing.TB, spiffeID string) *Leaf {
 	return newLeaf(t, der, key, spiffeID)
 }
 
+// SelfSignedBetween is SelfSigned valid from notBefore to notAfter only
+// (an expired or not yet valid certificate, for validity checks).
+func SelfSignedBetween(t testing.TB, spiffeID string, notBefore, notAfter time.Time) *Leaf {
+	t.Helper()
+	l := SelfSigned(t, spiffeID)
+	tmpl := *l.TLS.Leaf
+	tmpl.NotBefore, tmpl.NotAfter = notBefore, notAfter
+	key := l.TLS.PrivateKey.(*ecdsa.PrivateKey)
+	der, err := x509.CreateCertificate(rand.Reader, &tmpl, &tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatalf("tlstest: self-sign: %v", err)
+	}
+	return newLeaf(t, der, key, spiffeID)
+}
+
 func newLeaf(t testing.TB, der []byte, key *ecdsa.PrivateKey, spiffeID string) *Leaf {
 	t.Helper()
 	leaf, err := x509.ParseCertificate(der)
