@@ -144,7 +144,7 @@ func TestCloneModelsEveryField(t *testing.T) {
 // TestSameSpecEveryField guards sameSpec against a field added to
 // EndpointSpec and forgotten there (a change of it would not publish).
 func TestSameSpecEveryField(t *testing.T) {
-	full := EndpointSpec{Name: "a", Namespace: "ns", PodName: "p", Address: "127.0.0.1", Port: 1, Labels: map[string]string{"k": "v"},
+	full := EndpointSpec{Name: "a", Namespace: "ns", Site: "s", PodName: "p", Address: "127.0.0.1", Port: 1, Labels: map[string]string{"k": "v"},
 		Weight: 2, MetricsPort: 3, MetricsPath: "/m", Engine: "vllm", Models: []scheduling.ModelEntry{{Name: "m"}}, Internal: true, NoScrape: true}
 	v := reflect.ValueOf(full)
 	for i := range v.NumField() {
