@@ -84,7 +84,11 @@
 // its scheduling.Metrics stay zero with a zero UpdateTime (an endpoint
 // switched to NoScrape drops the metrics it had), the mark plugins read
 // as "never measured" (engine-load-picker and the utilization detector
-// take it for stale, not idle).
+// take it for stale, not idle; the load scorers score it 0 next to
+// measured endpoints). Fail-open is judged on the scraped endpoints
+// alone: when none of them is fresh, they fail open beside the unscraped
+// ones, which therefore never take all the traffic because the others'
+// scrapes broke.
 //
 // # Eligibility
 //

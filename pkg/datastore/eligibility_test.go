@@ -416,13 +416,27 @@ func TestNoScrape(t *testing.T) {
 	assert.Equal(t, OutStale, sn.OutOfRotation(lookup(t, sn, "b")))
 	assert.True(t, lookup(t, sn, "hosted").Metrics().UpdateTime.IsZero(), "its load is not measured")
 
-	// Every scraped endpoint stale: hosted alone is fresh, no fail-open.
+	// Every scraped endpoint stale (their scrapes broke, say): hosted
+	// being always fresh must not take all the traffic; the scraped ones
+	// fail open beside it, as they would without it.
 	clock.Advance(time.Hour)
 	s.Flush()
 	sn = s.Snapshot()
-	assert.Equal(t, []string{"hosted"}, names(sn.Routable()))
-	assert.False(t, sn.RoutableFailOpen())
+	assert.Equal(t, []string{"a", "b", "hosted"}, names(sn.Routable()))
+	assert.True(t, sn.RoutableFailOpen())
+	assert.Equal(t, []string{"a", "b", "hosted"}, names(sn.Ready()))
+	assert.True(t, sn.FailOpen())
 	assert.Equal(t, 2, sn.StaleCount())
+	assert.Equal(t, "", sn.OutOfRotation(lookup(t, sn, "b")), "routable while failing open")
+
+	// ... but not to a scraped endpoint whose load is unknown while
+	// another's is readable.
+	s.ReportScrape(targetID(t, s, "b"), ScrapeResult{LoadUnknown: "nan"})
+	s.Flush()
+	sn = s.Snapshot()
+	assert.Equal(t, []string{"a", "hosted"}, names(sn.Routable()))
+	assert.Equal(t, []string{"a", "hosted"}, names(sn.Ready()))
+	assert.Equal(t, OutStale, sn.OutOfRotation(lookup(t, sn, "b")))
 
 	// a stops being scraped: its last metrics go, and a scrape begun
 	// before is dropped.

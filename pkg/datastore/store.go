@@ -678,6 +678,12 @@ func (s *Store) freshLocked(e *entry, now time.Time) bool {
 	return !st.LastSuccess.IsZero() && st.ConsecutiveFailures == 0 && now.Sub(st.LastSuccess) <= s.threshold
 }
 
+// loadUnknownLocked reports whether e's scraped metrics say its load
+// cannot be read (an endpoint that is not scraped has no such verdict).
+func (s *Store) loadUnknownLocked(e *entry) bool {
+	return s.scraping && !e.spec.NoScrape && e.status.LoadUnknown != ""
+}
+
 // changedWithTimeLocked reports whether an endpoint's freshness or
 // eligibility at now differs from what the last snapshot shows.
 func (s *Store) changedWithTimeLocked(now time.Time) bool {
@@ -709,14 +715,23 @@ func (s *Store) publishLocked(now time.Time) {
 		stale:       make([]bool, n),
 		rotation:    make([]rotation, n),
 	}
+	// An endpoint that is not scraped (NoScrape) is always fresh, so it
+	// must not decide whether the others fail open: freshness fail-open is
+	// judged on the scraped endpoints alone, and the unscraped ones are
+	// routable beside whichever scraped ones are.
 	fresh, eligible, eligibleFresh, eligibleLoadUnknown := 0, 0, 0, 0
+	noScrape, eligibleNoScrape := 0, 0
 	for i, e := range order {
 		if e.ep == nil {
 			e.ep = scheduling.NewEndpoint(e.meta, e.metrics, e.attrs)
 		}
-		loadUnknown := s.scraping && !e.spec.NoScrape && e.status.LoadUnknown != ""
+		loadUnknown := s.loadUnknownLocked(e)
 		if loadUnknown {
 			sn.loadUnknownCount++
+		}
+		unscraped := s.scraping && e.spec.NoScrape
+		if unscraped {
+			noScrape++
 		}
 		e.fresh = s.freshLocked(e, now)
 		ok, reason := e.health.Eligible(now)
@@ -736,6 +751,9 @@ func (s *Store) publishLocked(now time.Time) {
 		case e.fresh:
 			eligible++
 			eligibleFresh++
+			if unscraped {
+				eligibleNoScrape++
+			}
 		case loadUnknown:
 			eligible++
 			eligibleLoadUnknown++
@@ -746,20 +764,21 @@ func (s *Store) publishLocked(now time.Time) {
 		}
 	}
 	sn.ineligibleCount = n - eligible
+	scrapedEligible, scrapedEligibleFresh := eligible-eligibleNoScrape, eligibleFresh-eligibleNoScrape
 	switch {
 	case eligible == 0:
 		// Nothing is routable, whatever the freshness: fail-open never
 		// brings back an endpoint a health check or breaker took out.
 	case eligibleFresh == n:
 		sn.routable = sn.all
-	case eligibleFresh > 0:
+	case scrapedEligibleFresh > 0 || scrapedEligible == 0:
 		sn.routable = make([]*scheduling.Endpoint, 0, eligibleFresh)
 		for i, ep := range sn.all {
 			if sn.rotation[i] == rotIn {
 				sn.routable = append(sn.routable, ep)
 			}
 		}
-	case eligibleLoadUnknown > 0 && eligibleLoadUnknown < eligible:
+	case eligibleLoadUnknown > 0 && eligibleLoadUnknown < scrapedEligible:
 		// Fail-open on freshness, among the eligible whose load is
 		// readable: as in Ready, the last metrics of a load-unknown
 		// endpoint (zeros, if it never had a good scrape) would make it
@@ -768,7 +787,7 @@ func (s *Store) publishLocked(now time.Time) {
 		sn.routableSkipsLoadUnknown = true
 		sn.routable = make([]*scheduling.Endpoint, 0, eligible-eligibleLoadUnknown)
 		for i, ep := range sn.all {
-			if sn.rotation[i] == rotStale {
+			if r := sn.rotation[i]; r == rotStale || r == rotIn {
 				sn.routable = append(sn.routable, ep)
 			}
 		}
@@ -781,16 +800,24 @@ func (s *Store) publishLocked(now time.Time) {
 		} else {
 			sn.routable = make([]*scheduling.Endpoint, 0, eligible)
 			for i, ep := range sn.all {
-				if r := sn.rotation[i]; r == rotStale || r == rotStaleLoadUnknown {
+				if r := sn.rotation[i]; r == rotStale || r == rotStaleLoadUnknown || r == rotIn {
 					sn.routable = append(sn.routable, ep)
 				}
 			}
 		}
 	}
+	scraped, freshScraped := n-noScrape, fresh-noScrape
 	switch {
 	case fresh == n:
 		sn.ready = sn.all
-	case fresh == 0 && sn.loadUnknownCount > 0 && sn.loadUnknownCount < n:
+	case freshScraped > 0 || scraped == 0:
+		sn.ready = make([]*scheduling.Endpoint, 0, fresh)
+		for i, ep := range sn.all {
+			if !sn.stale[i] {
+				sn.ready = append(sn.ready, ep)
+			}
+		}
+	case sn.loadUnknownCount > 0 && sn.loadUnknownCount < scraped:
 		// Fail open, but not to endpoints whose metrics report an
 		// unreadable load: their last metrics (zeros, if they never had a
 		// good scrape) would make them look idle and win every pick over
@@ -798,20 +825,14 @@ func (s *Store) publishLocked(now time.Time) {
 		sn.failOpen = true
 		sn.ready = make([]*scheduling.Endpoint, 0, n-sn.loadUnknownCount)
 		for i, e := range order {
-			if e.status.LoadUnknown == "" {
+			if !s.loadUnknownLocked(e) {
 				sn.ready = append(sn.ready, sn.all[i])
 			}
 		}
-	case fresh == 0:
+	default:
+		// No scraped endpoint is fresh: fail open to all of them.
 		sn.ready = sn.all
 		sn.failOpen = true
-	default:
-		sn.ready = make([]*scheduling.Endpoint, 0, fresh)
-		for i, ep := range sn.all {
-			if !sn.stale[i] {
-				sn.ready = append(sn.ready, ep)
-			}
-		}
 	}
 	if n > 0 {
 		sn.byIP = make([]*scheduling.Endpoint, n)
