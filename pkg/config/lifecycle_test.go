@@ -188,7 +188,9 @@ func probeDoc(probes ...string) string {
 }
 
 var (
-	successor   = []scheduling.CloseInfo{{Successor: true}}
+	successor = []scheduling.CloseInfo{{Successor: true, TypeServes: true}}
+	// renamed: nothing of the name serves on, an instance of the type does.
+	renamed     = []scheduling.CloseInfo{{Successor: false, TypeServes: true}}
 	noSuccessor = []scheduling.CloseInfo{{Successor: false}}
 )
 
@@ -224,7 +226,7 @@ func TestInstanceLifecycle(t *testing.T) {
 	require.False(t, a.done(), "a kept instance keeps its context")
 	require.Empty(t, a.closed())
 	require.True(t, b.done(), "a renamed instance is dropped")
-	require.Equal(t, noSuccessor, b.closed())
+	require.Equal(t, renamed, b.closed())
 	require.True(t, c.done(), "a rebuilt instance is dropped")
 	require.Equal(t, successor, c.closed(), "a rebuilt instance has a successor")
 	b2, c2, d := ps.get(t, "b2", 0), ps.get(t, "c", 1), ps.get(t, "d", 0)
@@ -244,7 +246,7 @@ func TestInstanceLifecycle(t *testing.T) {
 	}
 	require.Equal(t, successor, ps.get(t, "a", -1).closed(), "a's duplicate")
 	require.Equal(t, successor, ps.get(t, "c", -1).closed(), "gen2's c serves under that name")
-	require.Equal(t, noSuccessor, ps.get(t, "e", -1).closed())
+	require.Equal(t, renamed, ps.get(t, "e", -1).closed())
 	require.True(t, ps.get(t, "e", -1).done())
 
 	// A loaded configuration the host refuses is released against the
@@ -253,7 +255,7 @@ func TestInstanceLifecycle(t *testing.T) {
 	require.NoError(t, err)
 	gen3.Release(gen2)
 	require.False(t, a.done(), "kept by gen3, still served by gen2")
-	require.Equal(t, noSuccessor, ps.get(t, "f", -1).closed())
+	require.Equal(t, renamed, ps.get(t, "f", -1).closed())
 
 	// Shutdown closes everything; a released configuration keeps nothing.
 	gen2.Close()

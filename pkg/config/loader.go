@@ -207,6 +207,13 @@ func (l *Loaded) Release(next *Loaded) {
 	if done {
 		return
 	}
+	var nextTypes map[string]bool
+	if next != nil {
+		nextTypes = make(map[string]bool, len(next.owned))
+		for _, n := range next.owned {
+			nextTypes[n.typ] = true
+		}
+	}
 	for _, name := range l.order {
 		in := l.owned[name]
 		succ := false
@@ -218,7 +225,7 @@ func (l *Loaded) Release(next *Loaded) {
 				succ = n.typ == in.typ
 			}
 		}
-		in.close(l.logger, scheduling.CloseInfo{Successor: succ})
+		in.close(l.logger, scheduling.CloseInfo{Successor: succ, TypeServes: succ || nextTypes[in.typ]})
 	}
 	l.metrics.Release()
 }
@@ -508,7 +515,7 @@ func (l *loader) constructAt(name, pluginType string, params json.RawMessage, s 
 	if old, keep := l.previous(name, pluginType); keep && !nested.fresh {
 		// The duplicate was built to compare parameters; the kept
 		// instance owns the name's series.
-		in.close(l.opts.Logger, scheduling.CloseInfo{Successor: true})
+		in.close(l.opts.Logger, scheduling.CloseInfo{Successor: true, TypeServes: true})
 		in, p = old, old.plugin
 		l.out.Kept = append(l.out.Kept, name)
 		fresh = false

@@ -644,7 +644,7 @@ func TestStrategyInstanceLifecycle(t *testing.T) {
 	same, err := config.Load(doc("round_robin"), o)
 	require.NoError(t, err)
 	require.Len(t, built, 2, "a duplicate is built to compare parameters")
-	require.Equal(t, []scheduling.CloseInfo{{Successor: true}}, built[1].closed, "the duplicate is closed at once")
+	require.Equal(t, []scheduling.CloseInfo{{Successor: true, TypeServes: true}}, built[1].closed, "the duplicate is closed at once")
 	first.Release(same)
 	require.Empty(t, built[0].closed, "the kept strategy instance is not closed")
 
@@ -654,11 +654,11 @@ func TestStrategyInstanceLifecycle(t *testing.T) {
 	_, err = config.Load(doc("RoundRobin, scorerThreshold: 5"), o)
 	require.Error(t, err)
 	require.Len(t, built, 3)
-	require.Equal(t, []scheduling.CloseInfo{{Successor: true}}, built[2].closed, "a duplicate of the serving instance")
+	require.Equal(t, []scheduling.CloseInfo{{Successor: true, TypeServes: true}}, built[2].closed, "a duplicate of the serving instance")
 	_, err = config.Load(doc("RoundRobin, maxNumOfEndpoints: 2, scorerThreshold: 5"), o)
 	require.Error(t, err)
 	require.Len(t, built, 4)
-	require.Equal(t, []scheduling.CloseInfo{{Successor: true}}, built[3].closed, "a new instance, closed with the failed load (the serving one of its name goes on)")
+	require.Equal(t, []scheduling.CloseInfo{{Successor: true, TypeServes: true}}, built[3].closed, "a new instance, closed with the failed load (the serving one of its name goes on)")
 	require.Empty(t, built[0].closed)
 
 	// Another strategy: the old instance is closed once the new

@@ -57,7 +57,10 @@
 // serves instead (a rebuilt instance, the kept original of a discarded
 // duplicate, the serving instance beside a failed load): series labelled
 // with the name then stay, since the successor resolved the same
-// children; otherwise the plugin deletes them.
+// children; otherwise the plugin deletes them. CloseInfo.TypeServes says
+// whether any instance of the same type serves on (under any name): state
+// that every instance of a type shares on the endpoints (the circuit
+// breaker's) is then left to it.
 //
 // A plugin with background work implements Runner: the host calls Run,
 // with a RunEnv over the whole pool, once the configuration that holds it

@@ -14,6 +14,12 @@ type CloseInfo struct {
 	// the successor, which resolved the same children: leave them. When
 	// false, nothing of that name and type serves any more: delete them.
 	Successor bool
+	// TypeServes is true when the configuration serving next has an
+	// instance of this instance's type, under any name (Successor implies
+	// it). A plugin whose state lives on the endpoints, shared by every
+	// instance of its type (the circuit breaker's), leaves that state to
+	// the one serving instead of resetting it.
+	TypeServes bool
 }
 
 // Closer is implemented by plugins that hold something the garbage

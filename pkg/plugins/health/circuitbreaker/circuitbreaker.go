@@ -637,9 +637,11 @@ func (b *Breaker) Run(ctx context.Context, env scheduling.RunEnv) {
 	<-ctx.Done()
 }
 
-// Close implements scheduling.Closer. Unless an instance of the same name
-// takes over (info.Successor: it adopts the states the endpoints' health
-// shows), every breaker this instance holds open or half-open is closed,
+// Close implements scheduling.Closer. Unless a circuit-breaker serves on
+// (info.TypeServes: an instance of the same name, or of another name, as
+// when a reload renames the breaker; any instance adopts the states the
+// endpoints' health shows, which all instances share), every breaker this
+// instance holds open or half-open is closed,
 // so the endpoints come back into rotation: nothing would close them any
 // more. That includes the states it adopted and never touched (an
 // endpoint whose breaker a predecessor opened gets no request, so this
@@ -648,7 +650,7 @@ func (b *Breaker) Run(ctx context.Context, env scheduling.RunEnv) {
 // not counted.
 func (b *Breaker) Close(info scheduling.CloseInfo) {
 	b.closed.Store(true)
-	if info.Successor {
+	if info.Successor || info.TypeServes {
 		return
 	}
 	b.states.Range(func(k, v any) bool {

@@ -535,3 +535,31 @@ func TestConcurrent(t *testing.T) {
 		t.Errorf("notClosed = %d, but %d breakers are not closed", got, n)
 	}
 }
+
+// TestCloseLeavesStatesToAnotherBreaker: a reload that renames the
+// breaker (no successor of its name, but a circuit-breaker serves on:
+// TypeServes) leaves the open breaker on the endpoint's health, which
+// the serving instance adopted; resetting it would put the endpoint back
+// in rotation behind the serving breaker's back.
+func TestCloseLeavesStatesToAnotherBreaker(t *testing.T) {
+	r := newRig(t, `{"consecutiveFailures": 1, "openDuration": "1h"}`, 2)
+	r.send(500)
+	if r.breaker(0) != scheduling.BreakerOpen {
+		t.Fatal("not open")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		r.b.Run(ctx, schedulingtest.StaticEnv(r.eps))
+	}()
+	for r.b.pool.Load() == nil {
+		time.Sleep(time.Millisecond)
+	}
+	cancel()
+	<-done
+	r.b.Close(scheduling.CloseInfo{TypeServes: true})
+	if ok, why := r.hs[0].Eligible(r.clock.Now()); ok || why != scheduling.IneligibleBreakerOpen {
+		t.Fatalf("the open breaker was reset although another breaker serves (eligible %v, %q)", ok, why)
+	}
+}
