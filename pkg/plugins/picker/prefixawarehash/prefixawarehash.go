@@ -73,9 +73,9 @@ const (
 	MaxLoadFactorEpsilon = 1000
 	// MaxMaxPrefixLength bounds maxPrefixLength (1 MiB).
 	MaxMaxPrefixLength = 1 << 20
-	// MaxVirtualNodes bounds virtualNodes. A ring holds candidates ×
-	// virtualNodes points of 12 bytes, and 8 rings are kept: 1000
-	// endpoints at the default make 1.8 MB per ring.
+	// MaxVirtualNodes bounds virtualNodes. The one ring over the pool
+	// (hashring.Cache) holds members × virtualNodes points of about 16
+	// bytes: 1000 endpoints at the default make about 2.4 MB.
 	MaxVirtualNodes = 1000
 )
 

@@ -39,6 +39,7 @@ type Ring struct {
 	starts   []int32          // member m's points are byMember[starts[m]:starts[m+1]]
 	byMember []uint32         // ring indices, ascending per member
 	lastSeen []atomic.Int64   // unix seconds the member was last a candidate
+	built    int64            // unix seconds the ring was built (0: never by a Cache)
 }
 
 // PointHash is the ring point of a member's v-th virtual node: the xxhash
@@ -169,6 +170,13 @@ func (c *Cache) View(scored []scheduling.ScoredEndpoint, v *View) {
 	sec := c.now().Unix()
 	r := c.cur.Load()
 	if v.mapOnto(r, scored, sec) {
+		// A ring far larger than the candidates (the pool shrank) is
+		// rebuilt once per MemberTTL, which drops the members no request
+		// has seen since: otherwise every pick would keep paying for
+		// them. This request goes on with r.
+		if len(r.members) > 2*v.n+64 && sec-r.built > int64(c.ttl/time.Second) {
+			c.rebuildLocked(scored, sec, r)
+		}
 		return
 	}
 	r = c.rebuild(scored, sec)
@@ -198,6 +206,13 @@ func candidateMembers(scored []scheduling.ScoredEndpoint) []Member {
 // rebuild builds the ring of the candidates and of the current members
 // seen within MemberTTL (at most MaxRetained of them, the most recent).
 func (c *Cache) rebuild(scored []scheduling.ScoredEndpoint, sec int64) *Ring {
+	return c.rebuildLocked(scored, sec, nil)
+}
+
+// rebuildLocked rebuilds the ring under c.mu. With shrink set, it
+// rebuilds only while shrink is still the current ring (to prune it);
+// otherwise only when the current ring does not cover the candidates.
+func (c *Cache) rebuildLocked(scored []scheduling.ScoredEndpoint, sec int64, shrink *Ring) *Ring {
 	build := func(old *Ring) *Ring {
 		members := candidateMembers(scored)
 		in := make(map[string]struct{}, len(members))
@@ -229,6 +244,7 @@ func (c *Cache) rebuild(scored []scheduling.ScoredEndpoint, sec int64) *Ring {
 		// a request's candidates, the pool or a filtered subset of it,
 		// usually map onto the members in one merge pass.
 		r := Build(members, c.vnodes)
+		r.built = sec
 		for j, m := range r.members {
 			if oj := old.find(m.KeyHash, m.Key); oj >= 0 {
 				r.lastSeen[j].Store(old.lastSeen[oj].Load())
@@ -238,12 +254,18 @@ func (c *Cache) rebuild(scored []scheduling.ScoredEndpoint, sec int64) *Ring {
 		return r
 	}
 	if c.closed.Load() {
+		if shrink != nil {
+			return shrink
+		}
 		return build(c.cur.Load()) // closed: cache nothing more
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.cur.Load()
-	if coversAll(old, scored) {
+	switch {
+	case shrink != nil && old != shrink:
+		return old // rebuilt meanwhile
+	case shrink == nil && coversAll(old, scored):
 		return old // built while this request waited
 	}
 	r := build(old)

@@ -145,6 +145,53 @@ func TestRetentionBounded(t *testing.T) {
 	}
 }
 
+// TestShrinksAfterScaleDown: after the pool shrinks to a subset of the
+// ring (no new endpoint, so no rebuild for one), the ring is pruned once
+// MemberTTL has passed, and not before; picks never change.
+func TestShrinksAfterScaleDown(t *testing.T) {
+	clock := time.Unix(1_700_000_000, 0)
+	c := NewCache(3, func() time.Time { return clock }, nil)
+	var v View
+	big := pool("ep", 500)
+	c.View(big, &v)
+	small := big[:20]
+	c.View(small, &v)
+	builds := c.Builds()
+	for i := range 12 {
+		clock = clock.Add(time.Minute)
+		c.View(small, &v)
+		if c.Ring().Members() == 20 {
+			if i < 10 {
+				t.Fatalf("pruned after %d minutes, before MemberTTL", i+1)
+			}
+			break
+		}
+	}
+	if m := c.Ring().Members(); m != 20 {
+		t.Fatalf("%d members after the TTL, want the 20 candidates", m)
+	}
+	if got := c.Builds() - builds; got != 1 {
+		t.Errorf("%d rebuilds, want 1", got)
+	}
+	for range 100 {
+		clock = clock.Add(time.Second)
+		c.View(small, &v)
+	}
+	if got := c.Builds() - builds; got != 1 {
+		t.Errorf("%d rebuilds while the ring fits, want 1", got)
+	}
+	want := Build(candidateMembers(small), 3)
+	var w View
+	w.mapOnto(want, small, clock.Unix())
+	for k := range uint64(200) {
+		v.Start(k * 0x9e3779b97f4a7c15)
+		w.Start(k * 0x9e3779b97f4a7c15)
+		if a, b := v.Next(), w.Next(); a != b {
+			t.Fatalf("key %d: %d on the pruned ring, %d on the candidates' ring", k, a, b)
+		}
+	}
+}
+
 func BenchmarkView(b *testing.B) {
 	for _, n := range []int{10, 100, 1000} {
 		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
