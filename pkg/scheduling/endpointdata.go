@@ -339,12 +339,25 @@ type PoolWatcher struct {
 
 type runEnvBox struct{ env RunEnv }
 
+// RunEnvSetter is implemented by Runners that want the host's RunEnv
+// before their configuration serves (Run starts on a goroutine of its
+// own and may come after the first requests): the host calls SetRunEnv
+// synchronously, before the configuration takes requests, with the env
+// it later passes to Run.
+type RunEnvSetter interface {
+	SetRunEnv(env RunEnv)
+}
+
+// SetRunEnv keeps env from before the configuration serves (RunEnvSetter),
+// so that the first requests after a reload already judge the pool.
+func (w *PoolWatcher) SetRunEnv(env RunEnv) { w.env.Store(&runEnvBox{env: env}) }
+
 // Run keeps env until ctx ends (a scheduling.Runner's Run).
 func (w *PoolWatcher) Run(ctx context.Context, env RunEnv) {
 	box := &runEnvBox{env: env}
 	w.env.Store(box)
 	<-ctx.Done()
-	w.env.CompareAndSwap(box, nil)
+	w.env.Store(nil)
 }
 
 // Pool returns every endpoint of the pool as last published (eligible or

@@ -168,6 +168,24 @@ func TestPoolWatcher(t *testing.T) {
 	}
 }
 
+// TestPoolWatcherSetRunEnv: the host's SetRunEnv makes the pool known at
+// once, before Run's goroutine starts; Run's end forgets it.
+func TestPoolWatcherSetRunEnv(t *testing.T) {
+	var w PoolWatcher
+	var _ RunEnvSetter = &w
+	pool := []*Endpoint{NewEndpoint(EndpointMetadata{Name: "a", Address: "127.0.0.1", Port: 1}, Metrics{}, nil)}
+	w.SetRunEnv(staticEnv(pool))
+	if got, ok := w.Pool(); !ok || len(got) != 1 {
+		t.Fatalf("Pool = %v, %v after SetRunEnv", got, ok)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	w.Run(ctx, staticEnv(pool))
+	if _, ok := w.Pool(); ok {
+		t.Error("a pool after Run returned")
+	}
+}
+
 type staticEnv []*Endpoint
 
 func (e staticEnv) Endpoints() []*Endpoint   { return e }

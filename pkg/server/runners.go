@@ -62,6 +62,7 @@ func (r *runners) sync(l *config.Loaded) {
 	if r.ctx == nil || r.ctx.Err() != nil {
 		return
 	}
+	r.prepare(l)
 	want := map[string]scheduling.Runner{}
 	for name, p := range l.Plugins {
 		if rp, ok := p.(scheduling.Runner); ok {
@@ -87,6 +88,17 @@ func (r *runners) sync(l *config.Loaded) {
 		p := want[name]
 		r.running[name] = &runner{plugin: p, cancel: cancel}
 		r.wg.Go(func() { p.Run(ctx, r.env) })
+	}
+}
+
+// prepare hands the env to l's instances that want it before l serves
+// (scheduling.RunEnvSetter), synchronously: their Run goroutines may
+// start after the first requests. Kept instances get the same env again.
+func (r *runners) prepare(l *config.Loaded) {
+	for _, p := range l.Plugins {
+		if s, ok := p.(scheduling.RunEnvSetter); ok {
+			s.SetRunEnv(r.env)
+		}
 	}
 }
 

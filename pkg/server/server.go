@@ -503,6 +503,8 @@ func (s *Server) Reload() error {
 		s.log.Error(err, "Configuration reload refused: the scraper cannot use its data layer settings; the last good configuration stays")
 		return err
 	}
+	// Plugins that judge the whole pool get it before the first request.
+	s.runners.prepare(gen.loaded)
 	s.gen.Store(gen)
 	// The new configuration serves: its new background plugins start,
 	// those of instances it dropped stop (Release then closes them).
