@@ -147,7 +147,10 @@ func TestLoadNoScrape(t *testing.T) {
 	for _, e := range sn.Routable() {
 		ready = append(ready, e.Name())
 	}
-	assert.Equal(t, []string{"hosted"}, ready, "a is stale until scraped; hosted is never stale")
+	assert.Equal(t, []string{"a", "hosted"}, ready, "a is stale until scraped, and fails open beside hosted, which is never stale")
+	assert.True(t, sn.RoutableFailOpen())
+	st, _ := f.store.ScrapeStatus("hosted")
+	assert.True(t, st.Fresh, "hosted is never stale")
 	f.run(t)
 	writeAtomic(t, f.path, "endpoints:\n- {name: a, address: 127.0.0.1, port: 8001}\n- {name: hosted, address: 127.0.0.1, port: 8002, scrape: true}\n")
 	require.Eventually(t, func() bool { return slices.Equal(targets(), []string{"a", "hosted"}) }, pickup, 10*time.Millisecond)
