@@ -64,7 +64,11 @@
 // single llm_d_epp_ready_endpoints 0 row, stamped at the window end (one
 // sample however often it is served; relayed until it is MaxAge old),
 // tells the EPP, whose store would otherwise keep the last readiness
-// standing (rows a body leaves out keep their value). A peer relay does not
+// standing (rows a body leaves out keep their value). A provider no scrape
+// has read since the relay started (its metrics failing across a restart)
+// gets the same row once staleMetricsSeconds has passed since the start,
+// stamped then, so the readiness the EPP holds from the relay's previous
+// run does not stand either. A peer relay does not
 // count that lone 0 as a load row (G-47 b). Either way the provider still
 // publishes load (G-50), and its MetricsAvailable condition (on /status)
 // is False with the reason (ScrapeFailed, HTTPStatus, Unauthorized,
