@@ -225,7 +225,8 @@ func TestG47_PublishesLoad(t *testing.T) {
 }
 
 // TestG71_RelayTruncation: the body to the local EPP stays under 768 KiB
-// by dropping whole targets (peers' first, local ones last), each target
+// by dropping targets (peers' first, local ones last; each keeps its
+// publishes_load row), each target
 // is cut at 4096 lines, and both are counted in
 // grid_signals_relay_truncated_total{store,cut}.
 func TestG71_RelayTruncation(t *testing.T) {
@@ -306,15 +307,21 @@ func TestG71_RelayTruncation(t *testing.T) {
 		assert.Len(t, rowsOf(res, "a"), 64*7, "every local target is kept")
 		dropped := metricValue(t, reg, MetricTruncated, map[string]string{"store": "peer", "cut": "target"})
 		assert.Greater(t, dropped, 0.0)
-		kept := map[string]bool{}
+		kept, publishes := map[string]bool{}, map[string]bool{}
 		for _, s := range res.Samples {
-			if s.Site == "b2" && s.Provider != "" {
+			switch {
+			case s.Site != "b2" || s.Provider == "":
+			case s.Name == signals.NamePublishesLoad:
+				publishes[s.Provider] = true
+			default:
 				kept[s.Provider] = true
 			}
 		}
-		// Every peer target is either kept whole or dropped whole and
-		// counted; they fill the body in order.
+		// Every peer target is either kept whole or dropped and counted;
+		// they fill the body in order. A dropped target keeps its
+		// publishes_load row: the EPP does not take it for unmeasured.
 		assert.Equal(t, 64.0, float64(len(kept))+dropped)
+		assert.Len(t, publishes, 64, "every peer target's publishes_load row")
 		assert.Equal(t, 0.0, metricValue(t, reg, MetricTruncated, map[string]string{"store": "local", "cut": "target"}))
 		assert.Equal(t, float64(len(raw)), metricValue(t, reg, MetricResponseBytes, map[string]string{"client": ClientLocalEPP}))
 	})

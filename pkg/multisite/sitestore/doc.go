@@ -44,11 +44,15 @@
 // a provider whose row a read leaves out (a relay restarted during a
 // partition that has not heard from the peer since) has PublishesLoad
 // reset to unknown, so it is unmeasured until the row comes back (G-47,
-// G-49); its other readings stay.
+// G-49); its other readings stay. The relay never cuts a publishes_load
+// row for room (signals.Encode keeps them outside the body's size cut,
+// like the round rows), so a truncated target does not make its provider
+// unmeasured.
 //
 // Rows merge: a reading is replaced by a row of its series whose stamp is
-// not older; a site's rows that a body leaves out (a truncated target, a
-// peer the relay cannot reach) keep their last value and stamp, which is
+// not older; a site's other rows that a body leaves out (a truncated
+// target's load and generation rows, a peer the relay cannot reach) keep
+// their last value and stamp, which is
 // what silence is judged from. A provider whose newest row (LastHeard) is
 // older than the latest Date minus MaxAge (24 h) is dropped. Rows of a site the
 // topology does not hold, or of a provider whose grid_cluster is not the
