@@ -395,6 +395,7 @@ func TestG08_WindowEndNotReadyAtEPP(t *testing.T) {
 		assert.Equal(t, 0.0, p.Ready.Value, "past the window: not ready")
 		assert.True(t, p.Ready.Stamp.Equal(end), "one sample, at the window end: %s", p.Ready.Stamp)
 		assert.True(t, p.Running.Stamp.Equal(t0), "the other readings stay stale")
+		assert.True(t, p.Stamp.Equal(t0), "the 0 does not make the load look fresh: %s", p.Stamp)
 		assert.True(t, p.PublishesLoadKnown(), "G-50")
 	}
 
@@ -475,6 +476,7 @@ func TestG08_NoBatchSinceStartNotReadyAtEPP(t *testing.T) {
 		assert.Equal(t, 0.0, p.Ready.Value, "past the window: not ready")
 		assert.True(t, p.Ready.Stamp.Equal(end), "one sample, at the window end: %s", p.Ready.Stamp)
 		assert.True(t, p.Running.Stamp.Equal(t0), "the other readings stay stale")
+		assert.True(t, p.Stamp.Equal(t0), "the 0 does not make the load look fresh: %s", p.Stamp)
 		assert.True(t, p.PublishesLoadKnown(), "G-50")
 	}
 }

@@ -27,7 +27,10 @@
 //     provider's load freshness (Provider.Stamp) is the newest stamp of
 //     the pool load readings only, never of the publishes_load row (which
 //     the relay stamps at every response) or the generation row, which
-//     advance Provider.LastHeard instead. The generation
+//     advance Provider.LastHeard instead, and never of a ready endpoints
+//     reading of 0 (the row the relay sends alone at the end of a failing
+//     scrape's staleMetricsSeconds window, G-08: it says the readiness is
+//     gone, not that the other readings are fresh). The generation
 //     scopes learning (G-06, G-12): a row with a new generation value
 //     starts a new generation (Provider.GenerationSince) and clears the
 //     readings stamped before it; without the row learning stays off;
