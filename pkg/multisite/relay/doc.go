@@ -105,7 +105,9 @@
 // newer than its receipt). A row is re-stamped once: while the peer's
 // stamp of a (provider, series) is unchanged the relayed stamp stays the
 // same on every poll (an unchanged row is never a new sample for the EPP),
-// and a row with another peer stamp gets a relayed stamp later than the
+// also after polls whose body left the series out (the re-stamps are kept
+// until the provider is forgotten, bounded by the providers cap times the
+// closed set of series), and a row with another peer stamp gets a relayed stamp later than the
 // last one (a new sample is never older than the one before it). Every
 // round, failed or not, advances each peer's round count and round end,
 // relayed as grid_peer_poll_rounds_total and
