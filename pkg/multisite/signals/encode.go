@@ -248,6 +248,9 @@ func Encode(w io.Writer, samples []Sample, isLocal func(site string) bool, lim L
 		used := 0
 		for i := ss.first; i < ss.last; i++ {
 			sp := &e.spans[i]
+			if sp.publishes {
+				continue // kept already, and its room taken
+			}
 			if n := sp.end - sp.start; used+n <= share {
 				sp.keep = true
 				used += n

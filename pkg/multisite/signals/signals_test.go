@@ -501,6 +501,24 @@ func TestEncodeKeepsPublishesLoad(t *testing.T) {
 	// A target's publishes_load row leads it.
 	assert.Less(t, strings.Index(b.String(), NamePublishesLoad+`{grid_site="home"`), strings.Index(b.String(), NameAverageQueue+`{grid_site="home"`))
 
+	// The room the publishes_load rows take is counted once: with two
+	// sites over their share, what is left unused is less than one
+	// target.
+	var two []Sample
+	for _, s := range samples {
+		if s.Site == "big" {
+			two = append(two, s)
+			s.Site = "big2"
+			two = append(two, s)
+		}
+	}
+	b.Reset()
+	_, err = Encode(&b, two, isLocal, Limits{MaxBytes: int64(200 * line)})
+	require.NoError(t, err)
+	assert.LessOrEqual(t, b.Len(), 200*line)
+	assert.Greater(t, b.Len(), 200*line-20*line, "the body is filled")
+	assert.Equal(t, 80, strings.Count(b.String(), NamePublishesLoad+"{"))
+
 	// The line cap keeps it too.
 	b.Reset()
 	tr, err = Encode(&b, samples, isLocal, Limits{MaxLinesPerTarget: 3})
