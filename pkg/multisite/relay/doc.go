@@ -64,7 +64,11 @@
 // single llm_d_epp_ready_endpoints 0 row, stamped at the window end (one
 // sample however often it is served; relayed until it is MaxAge old),
 // tells the EPP, whose store would otherwise keep the last readiness
-// standing (rows a body leaves out keep their value). A peer relay does not
+// standing (rows a body leaves out keep their value). A provider no scrape
+// has read since the relay started (its metrics failing across a restart)
+// gets the same row once staleMetricsSeconds has passed since the start,
+// stamped then, so the readiness the EPP holds from the relay's previous
+// run does not stand either. A peer relay does not
 // count that lone 0 as a load row (G-47 b). Either way the provider still
 // publishes load (G-50), and its MetricsAvailable condition (on /status)
 // is False with the reason (ScrapeFailed, HTTPStatus, Unauthorized,
@@ -101,7 +105,9 @@
 // newer than its receipt). A row is re-stamped once: while the peer's
 // stamp of a (provider, series) is unchanged the relayed stamp stays the
 // same on every poll (an unchanged row is never a new sample for the EPP),
-// and a row with another peer stamp gets a relayed stamp later than the
+// also after polls whose body left the series out (the re-stamps are kept
+// until the provider is forgotten, bounded by the providers cap times the
+// closed set of series), and a row with another peer stamp gets a relayed stamp later than the
 // last one (a new sample is never older than the one before it). Every
 // round, failed or not, advances each peer's round count and round end,
 // relayed as grid_peer_poll_rounds_total and

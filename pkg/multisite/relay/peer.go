@@ -25,7 +25,7 @@ type peerState struct {
 	client *http.Client
 
 	samples     []signals.Sample         // the last accepted rows, re-stamped on this relay's clock
-	stamps      map[seriesKey]restamp    // per row of samples: the peer's stamp and the re-stamp given to it
+	stamps      map[seriesKey]restamp    // per series of a known provider: the peer's last stamp and the re-stamp given to it
 	known       map[string]*peerProvider // the peer's providers seen since start
 	rounds      uint64                   // poll rounds that tried the peer
 	roundEnd    time.Time                // end of the last of them
@@ -70,6 +70,7 @@ func newPeerState(p Peer, cfg *Config, clientCert func(*tls.CertificateRequestIn
 		url:    p.URL(),
 		client: &http.Client{Transport: tr, Timeout: cfg.RequestTimeout, CheckRedirect: noRedirects},
 		known:  map[string]*peerProvider{},
+		stamps: map[seriesKey]restamp{},
 	}
 }
 
@@ -219,11 +220,14 @@ func (r *Relay) applyPoll(p *peerState, res pollResult, end time.Time) {
 
 // accept keeps the rows of a successful poll, re-stamped on this relay's
 // clock (see restamp). The peer's publishes_load rows are not relayed as
-// they are: this relay states its own (see rows). Called with Relay.mu
-// held.
+// they are: this relay states its own (see rows). The re-stamps of a
+// series are kept while its provider is known, also across polls whose
+// body leaves the series out, so a series that comes back with the same
+// peer stamp keeps its re-stamp (it is no new sample); they are bounded
+// by the known providers (at most MaxProvidersPerSite) times the closed
+// set of provider series. Called with Relay.mu held.
 func (p *peerState) accept(res pollResult, drop func(signals.DropReason)) {
 	samples := make([]signals.Sample, 0, len(res.res.Samples))
-	stamps := make(map[seriesKey]restamp, len(res.res.Samples))
 	seen := map[string]bool{}
 	for _, s := range res.res.Samples {
 		if !signals.IsProviderSeries(s.Name) {
@@ -260,11 +264,11 @@ func (p *peerState) accept(res pollResult, drop func(signals.DropReason)) {
 		}
 		k := seriesKey{s.Provider, s.Name}
 		st := p.restamp(k, s.Stamp, res)
-		stamps[k] = restamp{peer: s.Stamp, local: st}
+		p.stamps[k] = restamp{peer: s.Stamp, local: st}
 		s.Stamp = st
 		samples = append(samples, s)
 	}
-	p.samples, p.stamps = samples, stamps
+	p.samples = samples
 }
 
 // restamp gives a peer row a stamp on this relay's clock, keeping its age
@@ -292,11 +296,17 @@ func (p *peerState) restamp(k seriesKey, peerStamp time.Time, res pollResult) ti
 }
 
 // forgetAbsent drops the known providers absent from the current body,
-// so a peer renaming its providers cannot grow the set past the cap.
+// with their series' re-stamps, so a peer renaming its providers cannot
+// grow either past the cap.
 func (p *peerState) forgetAbsent(seen map[string]bool) {
 	for name := range p.known {
 		if !seen[name] {
 			delete(p.known, name)
+		}
+	}
+	for k := range p.stamps {
+		if p.known[k.provider] == nil {
+			delete(p.stamps, k)
 		}
 	}
 }

@@ -225,7 +225,8 @@ func TestG47_PublishesLoad(t *testing.T) {
 }
 
 // TestG71_RelayTruncation: the body to the local EPP stays under 768 KiB
-// by dropping whole targets (peers' first, local ones last), each target
+// by dropping targets (peers' first, local ones last; each keeps its
+// publishes_load row), each target
 // is cut at 4096 lines, and both are counted in
 // grid_signals_relay_truncated_total{store,cut}.
 func TestG71_RelayTruncation(t *testing.T) {
@@ -306,15 +307,21 @@ func TestG71_RelayTruncation(t *testing.T) {
 		assert.Len(t, rowsOf(res, "a"), 64*7, "every local target is kept")
 		dropped := metricValue(t, reg, MetricTruncated, map[string]string{"store": "peer", "cut": "target"})
 		assert.Greater(t, dropped, 0.0)
-		kept := map[string]bool{}
+		kept, publishes := map[string]bool{}, map[string]bool{}
 		for _, s := range res.Samples {
-			if s.Site == "b2" && s.Provider != "" {
+			switch {
+			case s.Site != "b2" || s.Provider == "":
+			case s.Name == signals.NamePublishesLoad:
+				publishes[s.Provider] = true
+			default:
 				kept[s.Provider] = true
 			}
 		}
-		// Every peer target is either kept whole or dropped whole and
-		// counted; they fill the body in order.
+		// Every peer target is either kept whole or dropped and counted;
+		// they fill the body in order. A dropped target keeps its
+		// publishes_load row: the EPP does not take it for unmeasured.
 		assert.Equal(t, 64.0, float64(len(kept))+dropped)
+		assert.Len(t, publishes, 64, "every peer target's publishes_load row")
 		assert.Equal(t, 0.0, metricValue(t, reg, MetricTruncated, map[string]string{"store": "local", "cut": "target"}))
 		assert.Equal(t, float64(len(raw)), metricValue(t, reg, MetricResponseBytes, map[string]string{"client": ClientLocalEPP}))
 	})
@@ -510,4 +517,71 @@ func TestPeerRestampIsStable(t *testing.T) {
 			assert.True(t, stamp().Equal(got))
 		})
 	}
+}
+
+// TestPeerRestampSurvivesAbsence: a series a poll's body leaves out and a
+// later one brings back with the same peer stamp keeps the re-stamp it
+// had (it is the same sample, not a new one read later); the re-stamps
+// of providers the peer stopped serving are forgotten with them, so they
+// stay bounded by the providers cap.
+func TestPeerRestampSurvivesAbsence(t *testing.T) {
+	e := newEnv(t)
+	a, b := e.site("a", "127.0.14.5"), e.site("b", "127.0.14.6")
+	row := func(name, provider string, stamp time.Time) signals.Sample {
+		return signals.Sample{Name: name, Site: "b", Cluster: "cluster-b", Provider: provider, Value: 1, Stamp: stamp}
+	}
+	peer := &scriptedPeer{withNow: true}
+	addr := e.peerServer(b.ip, b.leaf, peer.handler(t))
+	clock := newFakeClock()
+	cfg := e.config(a, "")
+	cfg.ListenAddress = a.ip + ":0"
+	cfg.Peers = []Peer{{Site: "b", Address: addr}}
+	cfg.SetDefaults()
+	r, _ := newRelay(t, cfg, clock)
+	start(t, r, false)
+	stamps := func() map[string]signals.Sample {
+		t.Helper()
+		res, _ := e.fetch(r, a, a.epp)
+		return rowsOf(res, "b")
+	}
+	peerT := t0.Add(time.Hour)
+	ready := row(signals.NameReadyEndpoints, "pool", peerT)
+	running := row(signals.NameAverageRunning, "pool", peerT)
+
+	peer.set(peerT.Add(time.Second), ready, running)
+	r.PollRound(context.Background())
+	first := stamps()[signals.NameReadyEndpoints+"/pool"].Stamp
+	require.False(t, first.IsZero())
+
+	// The next body leaves the ready row out.
+	clock.Add(2 * time.Second)
+	peer.set(peerT.Add(3*time.Second), running)
+	r.PollRound(context.Background())
+	assert.NotContains(t, stamps(), signals.NameReadyEndpoints+"/pool")
+
+	// It comes back unchanged: same sample, same stamp, though the
+	// response's latency differs (the peer's clock reads 300 ms more than
+	// ours advanced, which would re-stamp it 300 ms earlier).
+	clock.Add(2 * time.Second)
+	peer.set(peerT.Add(5300*time.Millisecond), ready, running)
+	r.PollRound(context.Background())
+	got := stamps()[signals.NameReadyEndpoints+"/pool"].Stamp
+	assert.True(t, got.Equal(first), "a returning series keeps its re-stamp: %v, first %v", got, first)
+
+	// A peer renaming all its providers: the old ones' re-stamps go.
+	var rows []signals.Sample
+	for i := range signals.DefaultMaxProvidersPerSite {
+		rows = append(rows, row(signals.NameReadyEndpoints, fmt.Sprintf("n%02d", i), peerT.Add(6*time.Second)))
+	}
+	clock.Add(2 * time.Second)
+	peer.set(peerT.Add(7*time.Second), rows...)
+	r.PollRound(context.Background())
+	r.mu.Lock()
+	p := r.peers[0]
+	assert.Len(t, p.known, signals.DefaultMaxProvidersPerSite)
+	assert.Len(t, p.stamps, signals.DefaultMaxProvidersPerSite)
+	for k := range p.stamps {
+		assert.NotNil(t, p.known[k.provider], "%v", k)
+	}
+	r.mu.Unlock()
 }

@@ -64,6 +64,7 @@ type Relay struct {
 type providerState struct {
 	cfg        Provider
 	last       *batch    // the last scrape that read any series
+	started    time.Time // when the relay was built: the window start while last is nil
 	lastScrape time.Time // the last scrape attempt that ended
 	generation uint64    // of the last qualified batch; 0 before
 	cond       Condition // MetricsAvailable
@@ -117,7 +118,7 @@ func New(cfg *Config, opts Options) (*Relay, error) {
 	now := r.clock.Now()
 	byKey := map[string]*scrapeTarget{}
 	for i, p := range cfg.Providers {
-		ps := &providerState{cfg: p}
+		ps := &providerState{cfg: p, started: now}
 		if p.MetricsConfig == nil {
 			ps.cond = newCondition(now, "False", "NoMetricsConfig", "the provider has no metricsConfig: it publishes no load (G-47)")
 		} else {
@@ -379,7 +380,10 @@ func (r *Relay) applyScrape(t *scrapeTarget, res scrapeResult, now time.Time) {
 // of a qualified batch (G-06). Past that window the last readiness is no
 // longer kept: the batch is dropped and one llm_d_epp_ready_endpoints 0
 // row, stamped at the window end (so it is one sample however often it is
-// served), says so, until it is MaxAge old. Called with r.mu held.
+// served), says so, until it is MaxAge old. A provider no scrape has
+// read since the relay started gets the same row once staleMetricsSeconds
+// has passed since the start, stamped then: the EPP may still hold the
+// readiness of the relay's previous run. Called with r.mu held.
 func (r *Relay) ownRows(now time.Time, out []signals.Sample) []signals.Sample {
 	for _, ps := range r.providers {
 		row := func(name string, v float64, stamp time.Time) signals.Sample {
@@ -394,10 +398,17 @@ func (r *Relay) ownRows(now time.Time, out []signals.Sample) []signals.Sample {
 		// scrape fails (G-50): it goes silent instead.
 		out = append(out, row(signals.NamePublishesLoad, 1, now))
 		b := ps.last
+		stale := time.Duration(mc.StaleMetricsSeconds) * time.Second
 		if b == nil {
+			// No scrape has read anything since the relay started: the
+			// EPP may still hold the readiness a previous run of the relay
+			// sent, which must not stand either (G-08). The window runs
+			// from the start.
+			if end := ps.started.Add(stale); now.Sub(ps.started) > stale && now.Sub(end) < signals.MaxAge {
+				out = append(out, row(signals.NameReadyEndpoints, 0, end))
+			}
 			continue
 		}
-		stale := time.Duration(mc.StaleMetricsSeconds) * time.Second
 		if now.Sub(b.readAt) > stale {
 			// G-08: the window is over; the EPP must not keep the last
 			// readiness (the rows it holds would stand until MaxAge).

@@ -395,6 +395,7 @@ func TestG08_WindowEndNotReadyAtEPP(t *testing.T) {
 		assert.Equal(t, 0.0, p.Ready.Value, "past the window: not ready")
 		assert.True(t, p.Ready.Stamp.Equal(end), "one sample, at the window end: %s", p.Ready.Stamp)
 		assert.True(t, p.Running.Stamp.Equal(t0), "the other readings stay stale")
+		assert.True(t, p.Stamp.Equal(t0), "the 0 does not make the load look fresh: %s", p.Stamp)
 		assert.True(t, p.PublishesLoadKnown(), "G-50")
 	}
 
@@ -410,6 +411,74 @@ func TestG08_WindowEndNotReadyAtEPP(t *testing.T) {
 		}
 	}
 	assert.Contains(t, rowsOf(res, "a"), signals.NameReadyEndpoints+"/pool", "the 0 is relayed")
+}
+
+// TestG08_NoBatchSinceStartNotReadyAtEPP: the provider's metrics fail
+// from the relay's start (a restart during an EPP metrics outage), so the
+// relay has no batch to keep. The EPP's store still holds the readiness
+// the previous run of the relay sent; rows a body leaves out keep their
+// value and publishes_load keeps the provider heard, so without a row it
+// would stand forever. Once staleMetricsSeconds has passed since the
+// start the relay sends ready endpoints 0, stamped at the start plus the
+// window (one sample however often it is served).
+func TestG08_NoBatchSinceStartNotReadyAtEPP(t *testing.T) {
+	e := newEnv(t)
+	a := e.site("a", "127.0.4.7")
+	epp := newStubEPP(t, "127.0.4.7", "pool")
+	epp.load(2, 0, 1, 0.2)
+	clock := newFakeClock()
+	cfg := e.config(a, epp.url)
+	cfg.Providers[0].MetricsConfig.StaleMetricsSeconds = 30
+	top, skipped := topology.Build(topology.Local{Site: "a", Cluster: "cluster-a"}, nil, nil)
+	require.Empty(t, skipped)
+	store := sitestore.New(top)
+	read := func(r *Relay) sitestore.Provider {
+		t.Helper()
+		res, resp := e.fetch(r, a, a.epp)
+		date, err := http.ParseTime(resp.Header.Get("Date"))
+		require.NoError(t, err)
+		store.Ingest(res.Samples, date, time.Now())
+		site, _ := store.Snapshot().Site("a")
+		p, ok := site.Provider("pool")
+		require.True(t, ok)
+		return *p
+	}
+
+	// The previous run of the relay read 2 ready endpoints.
+	r1, _ := newRelay(t, cfg, clock)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r1.Serve(ctx) }()
+	<-r1.Ready()
+	r1.ScrapeOnce(context.Background())
+	require.Equal(t, 2.0, read(r1).Ready.Value)
+	cancel()
+	require.NoError(t, <-done)
+
+	// It restarts while the EPP's metrics fail.
+	epp.mode.Store(1)
+	clock.Add(5 * time.Second)
+	started := clock.Now()
+	r2, _ := newRelay(t, cfg, clock)
+	start(t, r2, false)
+	for range 3 {
+		clock.Add(10 * time.Second)
+		r2.ScrapeOnce(context.Background())
+		p := read(r2)
+		assert.Equal(t, 2.0, p.Ready.Value, "within the window")
+		assert.True(t, p.Ready.Stamp.Equal(t0))
+	}
+	end := started.Add(30 * time.Second)
+	for range 3 {
+		clock.Add(5 * time.Second)
+		r2.ScrapeOnce(context.Background())
+		p := read(r2)
+		assert.Equal(t, 0.0, p.Ready.Value, "past the window: not ready")
+		assert.True(t, p.Ready.Stamp.Equal(end), "one sample, at the window end: %s", p.Ready.Stamp)
+		assert.True(t, p.Running.Stamp.Equal(t0), "the other readings stay stale")
+		assert.True(t, p.Stamp.Equal(t0), "the 0 does not make the load look fresh: %s", p.Stamp)
+		assert.True(t, p.PublishesLoadKnown(), "G-50")
+	}
 }
 
 // TestG50_ScrapeFailureCondition: a failing scrape shows as a

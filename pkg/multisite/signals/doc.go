@@ -73,7 +73,10 @@
 // provider and series name). It cuts each target at MaxLinesPerTarget
 // rows and drops the providers of a site beyond the first
 // MaxProvidersPerSite by name; then it holds the body within MaxBytes by
-// dropping whole targets: round rows and local targets are kept as long as
+// dropping targets: round rows and every target's
+// grid_provider_publishes_load rows are kept outside that cut (a dropped
+// target loses its other rows only: the EPP's store would take a missing
+// publishes_load row for unmeasured), local targets are kept as long as
 // they fit, and the room left is shared fairly between the peer sites
 // (max-min: a site needing less than an equal share keeps every target),
 // so one site serving huge targets cannot push another site out, round

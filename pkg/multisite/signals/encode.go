@@ -45,6 +45,8 @@ type encoder struct {
 type span struct {
 	start, end int
 	class      int8 // classRound, classLocal or classPeer
+	publishes  bool // the target's grid_provider_publishes_load rows only
+	alone      bool // publishes: the target has no other rows
 	keep       bool
 	store      string
 	site       string
@@ -68,14 +70,20 @@ type siteShare struct {
 // peer-round rows (the local site's first, then by site), then the local
 // site's provider targets (those isLocal accepts; a nil isLocal makes
 // every site a peer), then the peer sites' provider targets; sorted by
-// (site, provider, series name) within each part. Rows of one series keep
+// (site, provider, series name) within each part, except that a target's
+// grid_provider_publishes_load rows lead it. Rows of one series keep
 // their order in samples.
 //
 // Each target (grid_site, grid_provider) is cut at lim.MaxLinesPerTarget
-// rows, and the providers of a site beyond the first
-// lim.MaxProvidersPerSite by name are dropped. Then the body is held
-// within lim.MaxBytes by dropping whole targets: the round rows and the
-// local targets are kept in order as long as they fit; the room left is
+// rows (its publishes_load rows first, so they stay), and the providers
+// of a site beyond the first lim.MaxProvidersPerSite by name are dropped.
+// Then the body is held within lim.MaxBytes by dropping targets: the
+// round rows and every target's publishes_load rows (small, at most
+// MaxProvidersPerSite per site) are kept first, outside the cut, because
+// the EPP's store takes a provider whose row a body leaves out for
+// unmeasured; a target dropped for room loses its other rows only (and
+// counts as dropped). Then the local targets are kept in order as long as
+// they fit; the room left is
 // shared fairly between the peer sites (max-min: a site that needs less
 // than an equal share keeps everything, and what it leaves is shared by
 // the others), a site over its share keeping its targets in name order as
@@ -123,8 +131,18 @@ func Encode(w io.Writer, samples []Sample, isLocal func(site string) bool, lim L
 			}
 			return 1
 		}
-		return cmp.Or(cmp.Compare(x.Site, y.Site), cmp.Compare(x.Provider, y.Provider),
-			cmp.Compare(x.Name, y.Name), cmp.Compare(x.Cluster, y.Cluster))
+		if c := cmp.Or(cmp.Compare(x.Site, y.Site), cmp.Compare(x.Provider, y.Provider)); c != 0 {
+			return c
+		}
+		// A target's publishes_load rows come first: they are its own
+		// span, kept outside the cut.
+		if px, py := x.Name == NamePublishesLoad, y.Name == NamePublishesLoad; px != py {
+			if px {
+				return -1
+			}
+			return 1
+		}
+		return cmp.Or(cmp.Compare(x.Name, y.Name), cmp.Compare(x.Cluster, y.Cluster))
 	})
 
 	// Encode every target within the line and provider caps, each into
@@ -162,20 +180,46 @@ func Encode(w io.Writer, samples []Sample, isLocal func(site string) bool, lim L
 			tr.addLines(store, n-lim.MaxLinesPerTarget)
 			n = lim.MaxLinesPerTarget
 		}
-		mark := len(e.buf)
-		for _, j := range e.idx[start : start+n] {
-			e.buf = appendLine(e.buf, &samples[j])
+		rows := e.idx[start : start+n]
+		if first.Provider != "" && first.Name == NamePublishesLoad {
+			k := 1
+			for k < len(rows) && samples[rows[k]].Name == NamePublishesLoad {
+				k++
+			}
+			mark := len(e.buf)
+			for _, j := range rows[:k] {
+				e.buf = appendLine(e.buf, &samples[j])
+			}
+			rows = rows[k:]
+			e.spans = append(e.spans, span{start: mark, end: len(e.buf), class: class(first), publishes: true, alone: len(rows) == 0, store: store, site: first.Site})
 		}
-		e.spans = append(e.spans, span{start: mark, end: len(e.buf), class: class(first), store: store, site: first.Site})
+		if len(rows) > 0 {
+			mark := len(e.buf)
+			for _, j := range rows {
+				e.buf = appendLine(e.buf, &samples[j])
+			}
+			e.spans = append(e.spans, span{start: mark, end: len(e.buf), class: class(first), store: store, site: first.Site})
+		}
 		start = end
 	}
 
-	// Choose what fits: round rows and local targets in order, then the
-	// peer sites' fair shares of the room left.
+	// Choose what fits: round rows and every target's publishes_load
+	// rows, then local targets in order, then the peer sites' fair shares
+	// of the room left.
 	room := int(min(lim.MaxBytes, int64(math.MaxInt)))
+	for i := range e.spans {
+		sp := &e.spans[i]
+		if (sp.class == classRound || sp.publishes) && sp.end-sp.start <= room {
+			sp.keep = true
+			room -= sp.end - sp.start
+		}
+	}
 	e.sites = e.sites[:0]
 	for i := range e.spans {
 		sp := &e.spans[i]
+		if sp.class == classRound || sp.publishes {
+			continue
+		}
 		if sp.class != classPeer {
 			if sp.end-sp.start <= room {
 				sp.keep = true
@@ -204,6 +248,9 @@ func Encode(w io.Writer, samples []Sample, isLocal func(site string) bool, lim L
 		used := 0
 		for i := ss.first; i < ss.last; i++ {
 			sp := &e.spans[i]
+			if sp.publishes {
+				continue // kept already, and its room taken
+			}
 			if n := sp.end - sp.start; used+n <= share {
 				sp.keep = true
 				used += n
@@ -212,12 +259,16 @@ func Encode(w io.Writer, samples []Sample, isLocal func(site string) bool, lim L
 		room -= used
 	}
 
-	// Move the kept spans to the front of buf, in body order.
+	// Move the kept spans to the front of buf, in body order. A target
+	// counts as dropped when its load rows are, even though its
+	// publishes_load rows stay.
 	out := 0
 	for i := range e.spans {
 		sp := &e.spans[i]
 		if !sp.keep {
-			tr.addTarget(sp.store)
+			if !sp.publishes || sp.alone {
+				tr.addTarget(sp.store)
+			}
 			continue
 		}
 		out += copy(e.buf[out:], e.buf[sp.start:sp.end])

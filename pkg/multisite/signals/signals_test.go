@@ -438,3 +438,91 @@ func TestEncodeFairDrop(t *testing.T) {
 	assert.Equal(t, tr, tr2)
 	assert.Contains(t, b.String(), `grid_site="small",grid_cluster="c1",grid_provider="q"`)
 }
+
+// TestEncodeKeepsPublishesLoad: a target dropped for room keeps its
+// grid_provider_publishes_load row (the EPP's store takes a provider
+// whose row a body leaves out for unmeasured, G-47): those rows are kept
+// outside the cut like the round rows, lead their target, survive the
+// line cap, and a target that keeps only that row still counts as
+// dropped.
+func TestEncodeKeepsPublishesLoad(t *testing.T) {
+	isLocal := func(s string) bool { return s == "home" }
+	var samples []Sample
+	for p := range 40 {
+		name := fmt.Sprintf("p%02d", p)
+		for i := range 20 {
+			samples = append(samples, prov(NameAverageQueue, "big", name, float64(i), date))
+		}
+		samples = append(samples, prov(NamePublishesLoad, "big", name, 1, date))
+	}
+	samples = append(samples,
+		prov(NameAverageQueue, "small", "q", 1, date),
+		prov(NamePublishesLoad, "small", "q", 1, date),
+		prov(NamePublishesLoad, "small", "only", 0, date),
+		prov(NameAverageQueue, "home", "h", 1, date),
+		prov(NamePublishesLoad, "home", "h", 1, date),
+	)
+	line := len(fmt.Sprintf("llm_d_epp_average_queue_size{grid_site=\"big\",grid_cluster=\"c1\",grid_provider=\"p01\"} 1 %d\n", ms(date)))
+	var b bytes.Buffer
+	tr, err := Encode(&b, samples, isLocal, Limits{MaxBytes: int64(200 * line)})
+	require.NoError(t, err)
+	assert.LessOrEqual(t, b.Len(), 200*line)
+	res, err := Parse(bytes.NewReader(b.Bytes()), ParseOptions{Date: date})
+	require.NoError(t, err)
+	assert.Nil(t, res.Dropped)
+	publishes := map[string]float64{}
+	queue := map[string]int{}
+	for _, s := range res.Samples {
+		switch s.Name {
+		case NamePublishesLoad:
+			publishes[s.Site+"/"+s.Provider] = s.Value
+		case NameAverageQueue:
+			queue[s.Site+"/"+s.Provider]++
+		}
+	}
+	assert.Len(t, publishes, 43, "every target's publishes_load row")
+	for p := range 40 {
+		assert.Equal(t, 1.0, publishes[fmt.Sprintf("big/p%02d", p)])
+	}
+	assert.Equal(t, 0.0, publishes["small/only"])
+	assert.Equal(t, 1, queue["small/q"])
+	assert.Equal(t, 1, queue["home/h"])
+	kept := 0
+	for p := range 40 {
+		n := queue[fmt.Sprintf("big/p%02d", p)]
+		assert.Contains(t, []int{0, 20}, n)
+		if n == 20 {
+			kept++
+		}
+	}
+	assert.Greater(t, kept, 0)
+	assert.Less(t, kept, 40)
+	assert.Equal(t, Truncation{Targets: map[string]int{StorePeer: 40 - kept}}, tr)
+	// A target's publishes_load row leads it.
+	assert.Less(t, strings.Index(b.String(), NamePublishesLoad+`{grid_site="home"`), strings.Index(b.String(), NameAverageQueue+`{grid_site="home"`))
+
+	// The room the publishes_load rows take is counted once: with two
+	// sites over their share, what is left unused is less than one
+	// target.
+	var two []Sample
+	for _, s := range samples {
+		if s.Site == "big" {
+			two = append(two, s)
+			s.Site = "big2"
+			two = append(two, s)
+		}
+	}
+	b.Reset()
+	_, err = Encode(&b, two, isLocal, Limits{MaxBytes: int64(200 * line)})
+	require.NoError(t, err)
+	assert.LessOrEqual(t, b.Len(), 200*line)
+	assert.Greater(t, b.Len(), 200*line-20*line, "the body is filled")
+	assert.Equal(t, 80, strings.Count(b.String(), NamePublishesLoad+"{"))
+
+	// The line cap keeps it too.
+	b.Reset()
+	tr, err = Encode(&b, samples, isLocal, Limits{MaxLinesPerTarget: 3})
+	require.NoError(t, err)
+	assert.Equal(t, 43, strings.Count(b.String(), NamePublishesLoad+"{"))
+	assert.Equal(t, Truncation{Lines: map[string]int{StorePeer: 40 * 18}}, tr)
+}

@@ -27,7 +27,10 @@
 //     provider's load freshness (Provider.Stamp) is the newest stamp of
 //     the pool load readings only, never of the publishes_load row (which
 //     the relay stamps at every response) or the generation row, which
-//     advance Provider.LastHeard instead. The generation
+//     advance Provider.LastHeard instead, and never of a ready endpoints
+//     reading of 0 (the row the relay sends alone at the end of a failing
+//     scrape's staleMetricsSeconds window, G-08: it says the readiness is
+//     gone, not that the other readings are fresh). The generation
 //     scopes learning (G-06, G-12): a row with a new generation value
 //     starts a new generation (Provider.GenerationSince) and clears the
 //     readings stamped before it; without the row learning stays off;
@@ -44,11 +47,15 @@
 // a provider whose row a read leaves out (a relay restarted during a
 // partition that has not heard from the peer since) has PublishesLoad
 // reset to unknown, so it is unmeasured until the row comes back (G-47,
-// G-49); its other readings stay.
+// G-49); its other readings stay. The relay never cuts a publishes_load
+// row for room (signals.Encode keeps them outside the body's size cut,
+// like the round rows), so a truncated target does not make its provider
+// unmeasured.
 //
 // Rows merge: a reading is replaced by a row of its series whose stamp is
-// not older; a site's rows that a body leaves out (a truncated target, a
-// peer the relay cannot reach) keep their last value and stamp, which is
+// not older; a site's other rows that a body leaves out (a truncated
+// target's load and generation rows, a peer the relay cannot reach) keep
+// their last value and stamp, which is
 // what silence is judged from. A provider whose newest row (LastHeard) is
 // older than the latest Date minus MaxAge (24 h) is dropped. Rows of a site the
 // topology does not hold, or of a provider whose grid_cluster is not the

@@ -54,7 +54,11 @@ type Provider struct {
 	// pool load readings (Running, Queue, Ready, FlowControl, KVCache)
 	// only; zero while none is held. The publishes_load row (stamped at
 	// every relay response) and the generation row never advance it, so a
-	// provider whose load rows stopped does not look fresh.
+	// provider whose load rows stopped does not look fresh; nor does a
+	// Ready reading of 0 (the row the relay sends alone when a failing
+	// scrape's readiness is no longer kept, G-08, while the other
+	// readings stay old): a provider with no ready endpoint has no load
+	// to be fresh about.
 	Stamp time.Time
 	// LastHeard is the newest stamp among all the provider's rows (load,
 	// generation, publishes_load): when the relay last mentioned it. The
@@ -347,12 +351,7 @@ func apply(p *Provider, sm *signals.Sample) bool {
 				p.PublishesLoad = Reading{}
 			}
 			p.GenerationSince = sm.Stamp
-			p.Stamp = time.Time{}
-			for _, x := range p.loadReadings() {
-				if x.Stamp.After(p.Stamp) {
-					p.Stamp = x.Stamp
-				}
-			}
+			p.Stamp = p.loadStamp()
 		}
 		changed := p.Generation.Value != sm.Value || !p.Generation.Stamp.Equal(sm.Stamp)
 		p.Generation = Reading{Value: sm.Value, Stamp: sm.Stamp}
@@ -379,11 +378,28 @@ func apply(p *Provider, sm *signals.Sample) bool {
 	if !merge(r, sm) {
 		return false
 	}
-	if load && sm.Stamp.After(p.Stamp) {
-		p.Stamp = sm.Stamp
+	if load {
+		p.Stamp = p.loadStamp()
 	}
 	p.heard(sm.Stamp)
 	return true
+}
+
+// loadStamp returns the newest stamp among the pool load readings, a
+// Ready reading of 0 excepted: the relay sends that row alone when it no
+// longer keeps a failing scrape's readiness (G-08), stamped later than
+// the load it says nothing about.
+func (p *Provider) loadStamp() time.Time {
+	var t time.Time
+	for _, x := range p.loadReadings() {
+		if x == &p.Ready && x.Value == 0 {
+			continue
+		}
+		if x.Stamp.After(t) {
+			t = x.Stamp
+		}
+	}
+	return t
 }
 
 // heard advances LastHeard to stamp.

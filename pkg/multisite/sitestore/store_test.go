@@ -190,6 +190,57 @@ func TestStampFromLoadRowsOnly(t *testing.T) {
 	assert.Zero(t, res.Expired)
 }
 
+// TestReadyZeroDoesNotAdvanceStamp: the relay's G-08 row (ready
+// endpoints 0, sent alone once a failing scrape's readiness is no longer
+// kept) replaces the Ready reading but leaves the load freshness at the
+// other readings' stamp, so running, queue and KV do not look fresh; a
+// reading of 0 that comes with the other load rows of a scrape moves it
+// with them, and a later non-zero Ready moves it again.
+func TestReadyZeroDoesNotAdvanceStamp(t *testing.T) {
+	s := New(threeSites(t))
+	t0 := date
+	s.Ingest(batch("site-b", "cluster-b", "pool", 1, t0, 2), t0, time.Now())
+	get := func() Provider {
+		t.Helper()
+		b, _ := s.Snapshot().Site("site-b")
+		p, ok := b.Provider("pool")
+		require.True(t, ok)
+		return *p
+	}
+	end := t0.Add(30 * time.Second)
+	for i := range 3 {
+		ti := end.Add(time.Duration(i) * time.Second)
+		s.Ingest([]signals.Sample{
+			prov(signals.NamePublishesLoad, "site-b", "cluster-b", "pool", 1, ti),
+			prov(signals.NameReadyEndpoints, "site-b", "cluster-b", "pool", 0, end),
+		}, ti, time.Now())
+		p := get()
+		assert.Equal(t, Reading{Value: 0, Stamp: end}, p.Ready)
+		assert.Equal(t, t0, p.Stamp, "the load is as old as it was")
+		assert.Equal(t, ti, p.LastHeard)
+	}
+
+	// A scrape that reads 0 ready endpoints with the rest: fresh.
+	t1 := end.Add(time.Minute)
+	rows := batch("site-b", "cluster-b", "pool", 1, t1, 0)
+	for i := range rows {
+		if rows[i].Name == signals.NameReadyEndpoints {
+			rows[i].Value = 0
+		}
+	}
+	s.Ingest(rows, t1, time.Now())
+	assert.Equal(t, t1, get().Stamp)
+
+	// A Ready reading other than 0 counts, even alone.
+	t2 := t1.Add(time.Second)
+	s.Ingest([]signals.Sample{prov(signals.NameReadyEndpoints, "site-b", "cluster-b", "pool", 1, t2)}, t2, time.Now())
+	assert.Equal(t, t2, get().Stamp)
+	// And a 0 replacing it takes its stamp back out.
+	t3 := t2.Add(time.Second)
+	s.Ingest([]signals.Sample{prov(signals.NameReadyEndpoints, "site-b", "cluster-b", "pool", 0, t3)}, t3, time.Now())
+	assert.Equal(t, t1, get().Stamp)
+}
+
 // TestIngestSiteMismatch: rows of a site the topology does not know, or
 // of a cluster that is not the site's, are refused (G-02/G-03, EPP side).
 func TestIngestSiteMismatch(t *testing.T) {
