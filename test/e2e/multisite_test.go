@@ -544,13 +544,24 @@ peers:
 		}
 		// Target big (4,200 load rows and the relay's publishes_load row)
 		// is cut at 4,096 rows; the 40 other targets sorted after it are
-		// kept in name order while they fit, the rest dropped whole.
+		// kept in name order while they fit, the rest keep only their
+		// publishes_load row (a cut never makes a provider unmeasured).
 		require.Equal(t, 4096, rows["big"], "target big cut at 4096 rows")
-		kept := len(rows) - 1
+		require.Len(t, rows, 41, "every target of f keeps its publishes_load row")
+		kept := 0
+		for i := range 40 {
+			if rows[fmt.Sprintf("p%02d", i)] == 111 {
+				kept++
+			}
+		}
 		require.Greater(t, kept, 0, "some of f's small targets fit")
-		require.Less(t, kept, 40, "some of f's targets were dropped whole")
-		for i := range kept {
-			require.Equal(t, 111, rows[fmt.Sprintf("p%02d", i)], "p%02d: 110 rows and publishes_load, kept whole", i)
+		require.Less(t, kept, 40, "some of f's targets were dropped")
+		for i := range 40 {
+			want, why := 1, "dropped: its publishes_load row only"
+			if i < kept {
+				want, why = 111, "110 rows and publishes_load, kept whole"
+			}
+			require.Equal(t, want, rows[fmt.Sprintf("p%02d", i)], "p%02d: %s", i, why)
 		}
 		for _, m := range names {
 			require.Contains(t, body, fmt.Sprintf(`llm_d_epp_ready_endpoints{grid_site=%q,grid_cluster=%q,grid_provider="pool"} 2`, m, m), "site %s's rows are not pushed out", m)
