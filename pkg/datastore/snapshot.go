@@ -124,33 +124,38 @@ func buildIndex(order []*entry) *index {
 func (sn *Snapshot) All() []*scheduling.Endpoint { return sn.all }
 
 // Ready returns the endpoints whose metrics were fresh when the snapshot was
-// published, in name order. If endpoints exist but none is fresh, it
-// returns All (fail-open: a pool whose metrics all fail still serves) and
-// FailOpen reports true. While scraping is disabled every endpoint is
-// ready. Read-only.
+// published, in name order; an endpoint that is not scraped
+// (EndpointSpec.NoScrape) is always fresh. If scraped endpoints exist but
+// none of them is fresh, it fails open (FailOpen reports true: a pool
+// whose metrics all fail still serves): every endpoint, but for those
+// whose last scrape left their load unknown while another scraped one's
+// is readable (their last metrics would make them look idle). While
+// scraping is disabled every endpoint is ready. Read-only.
 func (sn *Snapshot) Ready() []*scheduling.Endpoint { return sn.ready }
 
-// FailOpen reports whether Ready returns every endpoint because none had
-// fresh metrics.
+// FailOpen reports whether Ready holds endpoints with stale metrics
+// because no scraped endpoint had fresh ones (see Ready).
 func (sn *Snapshot) FailOpen() bool { return sn.failOpen }
 
 // Routable returns the endpoints requests may go to, in name order: those
 // eligible when the snapshot was published (scheduling.EndpointHealth.
 // Eligible: not failed by the active health check, circuit breaker not
-// open) whose metrics were fresh. If some endpoint is eligible but none
-// of the eligible ones is fresh, it returns every eligible endpoint
-// (fail-open on freshness, RoutableFailOpen reports it), leaving out, as
-// Ready does, those whose last scrape left their load unknown unless
-// every eligible endpoint's load is unknown (their last metrics would
-// make them look idle; OutOfRotation reports them OutStale). Fail-open never
-// re-admits an ineligible endpoint: if none is eligible, nothing is
-// routable and Routable is empty. The request path reads this slice; it
-// is computed once per publish. Read-only.
+// open) whose metrics were fresh (an endpoint that is not scraped always
+// is). If some scraped endpoint is eligible but none of the eligible
+// scraped ones is fresh, it returns every eligible endpoint (fail-open on
+// freshness, RoutableFailOpen reports it; the unscraped ones stay
+// beside them), leaving out, as Ready does, those whose last scrape left
+// their load unknown unless every eligible scraped endpoint's load is
+// unknown (their last metrics would make them look idle; OutOfRotation
+// reports them OutStale). Fail-open never re-admits an ineligible
+// endpoint: if none is eligible, nothing is routable and Routable is
+// empty. The request path reads this slice; it is computed once per
+// publish. Read-only.
 func (sn *Snapshot) Routable() []*scheduling.Endpoint { return sn.routable }
 
 // RoutableFailOpen reports whether Routable holds eligible endpoints with
-// stale metrics because no eligible endpoint had fresh ones (it may then
-// leave out the load-unknown ones, see Routable).
+// stale metrics because no eligible scraped endpoint had fresh ones (it
+// may then leave out the load-unknown ones, see Routable).
 func (sn *Snapshot) RoutableFailOpen() bool { return sn.routableFailOpen }
 
 // IneligibleCount returns the number of endpoints out of rotation for

@@ -39,7 +39,7 @@ type Ring struct {
 	starts   []int32          // member m's points are byMember[starts[m]:starts[m+1]]
 	byMember []uint32         // ring indices, ascending per member
 	lastSeen []atomic.Int64   // unix seconds the member was last a candidate
-	built    int64            // unix seconds the ring was built (0: never by a Cache)
+	checked  atomic.Int64     // unix seconds of the last prune check (the build's at first)
 }
 
 // PointHash is the ring point of a member's v-th virtual node: the xxhash
@@ -170,12 +170,16 @@ func (c *Cache) View(scored []scheduling.ScoredEndpoint, v *View) {
 	sec := c.now().Unix()
 	r := c.cur.Load()
 	if v.mapOnto(r, scored, sec) {
-		// A ring far larger than the candidates (the pool shrank) is
-		// rebuilt once per MemberTTL, which drops the members no request
-		// has seen since: otherwise every pick would keep paying for
-		// them. This request goes on with r.
-		if len(r.members) > 2*v.n+64 && sec-r.built > int64(c.ttl/time.Second) {
-			c.rebuildLocked(scored, sec, r)
+		// A ring far larger than the candidates may hold departed
+		// endpoints (the pool shrank: no new endpoint triggers a
+		// rebuild), which every pick would keep paying for. Once per
+		// MemberTTL one request checks, and prunes when most members went
+		// unseen for MemberTTL (a filtered subset beside whole-pool
+		// requests prunes nothing). This request goes on with r.
+		if len(r.members) > 2*v.n+64 {
+			if last := r.checked.Load(); sec-last > int64(c.ttl/time.Second) && r.checked.CompareAndSwap(last, sec) {
+				c.prune(r, sec)
+			}
 		}
 		return
 	}
@@ -203,16 +207,48 @@ func candidateMembers(scored []scheduling.ScoredEndpoint) []Member {
 	return members
 }
 
+// prune replaces r, while it is the current ring, by the ring of its
+// members seen within MemberTTL, in their order, when more than half of
+// them were not.
+func (c *Cache) prune(r *Ring, sec int64) {
+	oldest := sec - int64(c.ttl/time.Second)
+	stale := 0
+	for j := range r.members {
+		if r.lastSeen[j].Load() < oldest {
+			stale++
+		}
+	}
+	if 2*stale <= len(r.members) || c.closed.Load() {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.cur.Load() != r || c.closed.Load() {
+		return
+	}
+	members := make([]Member, 0, len(r.members)-stale)
+	seen := make([]int64, 0, len(r.members)-stale)
+	for j, m := range r.members {
+		if s := r.lastSeen[j].Load(); s >= oldest {
+			members = append(members, m)
+			seen = append(seen, s)
+		}
+	}
+	n := Build(members, c.vnodes)
+	n.checked.Store(sec)
+	for j := range n.members {
+		n.lastSeen[j].Store(seen[j])
+	}
+	c.builds.Add(1)
+	c.cur.Store(n)
+	if c.onBuild != nil {
+		c.onBuild(n.Members(), n.Points())
+	}
+}
+
 // rebuild builds the ring of the candidates and of the current members
 // seen within MemberTTL (at most MaxRetained of them, the most recent).
 func (c *Cache) rebuild(scored []scheduling.ScoredEndpoint, sec int64) *Ring {
-	return c.rebuildLocked(scored, sec, nil)
-}
-
-// rebuildLocked rebuilds the ring under c.mu. With shrink set, it
-// rebuilds only while shrink is still the current ring (to prune it);
-// otherwise only when the current ring does not cover the candidates.
-func (c *Cache) rebuildLocked(scored []scheduling.ScoredEndpoint, sec int64, shrink *Ring) *Ring {
 	build := func(old *Ring) *Ring {
 		members := candidateMembers(scored)
 		in := make(map[string]struct{}, len(members))
@@ -244,7 +280,7 @@ func (c *Cache) rebuildLocked(scored []scheduling.ScoredEndpoint, sec int64, shr
 		// a request's candidates, the pool or a filtered subset of it,
 		// usually map onto the members in one merge pass.
 		r := Build(members, c.vnodes)
-		r.built = sec
+		r.checked.Store(sec)
 		for j, m := range r.members {
 			if oj := old.find(m.KeyHash, m.Key); oj >= 0 {
 				r.lastSeen[j].Store(old.lastSeen[oj].Load())
@@ -254,18 +290,12 @@ func (c *Cache) rebuildLocked(scored []scheduling.ScoredEndpoint, sec int64, shr
 		return r
 	}
 	if c.closed.Load() {
-		if shrink != nil {
-			return shrink
-		}
 		return build(c.cur.Load()) // closed: cache nothing more
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := c.cur.Load()
-	switch {
-	case shrink != nil && old != shrink:
-		return old // rebuilt meanwhile
-	case shrink == nil && coversAll(old, scored):
+	if coversAll(old, scored) {
 		return old // built while this request waited
 	}
 	r := build(old)

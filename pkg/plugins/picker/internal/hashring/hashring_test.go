@@ -192,6 +192,29 @@ func TestShrinksAfterScaleDown(t *testing.T) {
 	}
 }
 
+// TestNoPruneWhileThePoolIsSeen: a filtered subset far smaller than the
+// ring, beside whole-pool requests that keep every member seen, never
+// rebuilds the ring (nothing to prune), so it keeps the pool's order.
+func TestNoPruneWhileThePoolIsSeen(t *testing.T) {
+	clock := time.Unix(1_700_000_000, 0)
+	c := NewCache(3, func() time.Time { return clock }, nil)
+	var v View
+	all := pool("ep", 500)
+	c.View(all, &v)
+	builds := c.Builds()
+	for range 120 { // an hour, every 30 s
+		clock = clock.Add(30 * time.Second)
+		c.View(all, &v)
+		c.View(all[100:120], &v)
+	}
+	if got := c.Builds() - builds; got != 0 {
+		t.Errorf("%d rebuilds, want none", got)
+	}
+	if m := c.Ring().Members(); m != 500 {
+		t.Errorf("%d members, want 500", m)
+	}
+}
+
 func BenchmarkView(b *testing.B) {
 	for _, n := range []int{10, 100, 1000} {
 		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
