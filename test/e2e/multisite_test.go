@@ -531,6 +531,12 @@ peers:
 
 	t.Run("a peer whose body is over the limits is truncated and counted", func(t *testing.T) {
 		s := sites["a"]
+		// f's body is large: on a loaded machine a poll of it can time out
+		// (its rows are then kept). Wait for one that succeeded, judged by
+		// the relay's own count, then for two more rounds.
+		okPolls := series("grid_peer_poll_total", "peer", "f", "outcome", "ok")
+		require.Eventually(t, func() bool { return s.relayMetrics(t)[okPolls] >= 1 }, 60*time.Second, 20*time.Millisecond,
+			"relay a never polled f successfully")
 		from := s.rounds(t)
 		s.awaitRounds(t, from, 2)
 		body := relayBody(t, s, caFile)
