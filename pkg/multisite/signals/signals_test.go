@@ -526,3 +526,67 @@ func TestEncodeKeepsPublishesLoad(t *testing.T) {
 	assert.Equal(t, 43, strings.Count(b.String(), NamePublishesLoad+"{"))
 	assert.Equal(t, Truncation{Lines: map[string]int{StorePeer: 40 * 18}}, tr)
 }
+
+// TestEncodeLocalBeforePeerPublishes: the local targets come before the
+// peers' publishes_load rows. With 64 sites of 64 providers and the
+// longest names validation allows, the peers' publishes_load rows alone
+// are more than the body holds; every local row must still be kept, and
+// the peers share the room left fairly (each keeps some publishes_load
+// rows, none keeps all of them).
+func TestEncodeLocalBeforePeerPublishes(t *testing.T) {
+	name := func(prefix string, i int) string {
+		n := fmt.Sprintf("%s%02d-", prefix, i)
+		return n + strings.Repeat("x", 63-len(n))
+	}
+	local := name("s", 32)
+	isLocal := func(s string) bool { return s == local }
+	cluster := strings.Repeat("c", 63)
+	var samples []Sample
+	for s := range 64 {
+		site := name("s", s)
+		if site != local {
+			samples = append(samples,
+				Sample{Name: NamePeerRoundEnd, Site: site, Value: 1767225600, Stamp: date},
+				Sample{Name: NamePeerRounds, Site: site, Value: 7, Stamp: date})
+		}
+		for p := range 64 {
+			for i, n := range PoolSeries {
+				samples = append(samples, Sample{Name: n, Site: site, Cluster: cluster, Provider: name("p", p), Value: float64(i), Stamp: date})
+			}
+			samples = append(samples, Sample{Name: NamePublishesLoad, Site: site, Cluster: cluster, Provider: name("p", p), Value: 1, Stamp: date})
+		}
+	}
+	const maxBytes = 768 << 10
+	var b bytes.Buffer
+	tr, err := Encode(&b, samples, isLocal, Limits{MaxBytes: maxBytes})
+	require.NoError(t, err)
+	assert.LessOrEqual(t, b.Len(), maxBytes)
+	res, err := Parse(bytes.NewReader(b.Bytes()), ParseOptions{Date: date})
+	require.NoError(t, err)
+	assert.Nil(t, res.Dropped)
+	localLoad, localPublishes, rounds := 0, 0, 0
+	peerPublishes := map[string]int{}
+	for _, s := range res.Samples {
+		switch {
+		case s.Provider == "":
+			rounds++
+		case s.Site == local && s.Name == NamePublishesLoad:
+			localPublishes++
+		case s.Site == local:
+			localLoad++
+		case s.Name == NamePublishesLoad:
+			peerPublishes[s.Site]++
+		}
+	}
+	assert.Equal(t, 63*2, rounds)
+	assert.Equal(t, 64, localPublishes)
+	assert.Equal(t, 64*len(PoolSeries), localLoad, "every local load row")
+	assert.Len(t, peerPublishes, 63, "every peer keeps some publishes_load rows")
+	for site, n := range peerPublishes {
+		assert.Greater(t, n, 0, site)
+		assert.Less(t, n, 64, site)
+	}
+	assert.Zero(t, tr.Targets[StoreLocal])
+	assert.Equal(t, 63*64, tr.Targets[StorePeer], "no peer keeps a whole target")
+	assert.Greater(t, b.Len(), maxBytes-63*1024, "the body is filled")
+}
