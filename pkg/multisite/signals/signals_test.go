@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -589,4 +592,137 @@ func TestEncodeLocalBeforePeerPublishes(t *testing.T) {
 	assert.Zero(t, tr.Targets[StoreLocal])
 	assert.Equal(t, 63*64, tr.Targets[StorePeer], "no peer keeps a whole target")
 	assert.Greater(t, b.Len(), maxBytes-63*1024, "the body is filled")
+}
+
+// TestEncodeRejectedPublishesStayOut: a peer site's publishes_load rows
+// that do not fit stay out even when the rest of the site fits: the body
+// stays within MaxBytes and the target left out is counted.
+func TestEncodeRejectedPublishesStayOut(t *testing.T) {
+	long := func(p string) string { return p + strings.Repeat("x", 60-len(p)) }
+	samples := []Sample{
+		prov(NameReadyEndpoints, "b", "b1", 1, date),
+		{Name: NamePublishesLoad, Site: "b", Cluster: long("c"), Provider: long("b2"), Value: 1, Stamp: date},
+		prov(NameReadyEndpoints, "b", "b3", 1, date),
+	}
+	var b bytes.Buffer
+	tr, err := Encode(&b, samples, nil, Limits{MaxBytes: 200})
+	require.NoError(t, err)
+	assert.LessOrEqual(t, b.Len(), 200, b.String())
+	assert.Equal(t, Truncation{Targets: map[string]int{StorePeer: 1}}, tr)
+	assert.Contains(t, b.String(), `grid_provider="b1"`)
+	assert.Contains(t, b.String(), `grid_provider="b3"`)
+}
+
+// TestEncodeProperties: over random mixes of sites, targets and rows
+// (seeded), the body is never above MaxBytes, and every target is either
+// whole in it (within the line cap), present by its publishes_load rows
+// only, or absent; each target not whole is counted in
+// Truncation.Targets and each row beyond the line cap in
+// Truncation.Lines, by store.
+func TestEncodeProperties(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 2026))
+	letters := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte('a' + rng.IntN(26))
+		}
+		return string(b)
+	}
+	type key struct{ site, provider string }
+	for iter := range 2000 {
+		lim := Limits{
+			MaxBytes:            int64(50 + rng.IntN(6000)),
+			MaxLinesPerTarget:   1 + rng.IntN(8),
+			MaxProvidersPerSite: 1 + rng.IntN(6),
+		}
+		var isLocal func(string) bool
+		if rng.IntN(4) > 0 {
+			isLocal = func(s string) bool { return s == "s1" }
+		}
+		var samples []Sample
+		for s := range 1 + rng.IntN(5) {
+			site := fmt.Sprintf("s%d", s)
+			for range rng.IntN(3) {
+				samples = append(samples, Sample{Name: NamePeerRounds, Site: site, Value: 1, Stamp: date})
+			}
+			for range rng.IntN(lim.MaxProvidersPerSite + 3) {
+				p, c := "p"+letters(1+rng.IntN(40)), "c"+letters(rng.IntN(60))
+				for range rng.IntN(3) {
+					samples = append(samples, Sample{Name: NamePublishesLoad, Site: site, Cluster: c, Provider: p, Value: float64(rng.IntN(2)), Stamp: date})
+				}
+				for range rng.IntN(7) {
+					samples = append(samples, Sample{Name: PoolSeries[rng.IntN(len(PoolSeries))], Site: site, Cluster: c, Provider: p, Value: float64(rng.IntN(100)), Stamp: date})
+				}
+			}
+		}
+		rng.Shuffle(len(samples), func(i, j int) { samples[i], samples[j] = samples[j], samples[i] })
+
+		var b bytes.Buffer
+		tr, err := Encode(&b, samples, isLocal, lim)
+		require.NoError(t, err)
+		require.LessOrEqual(t, b.Len(), int(lim.MaxBytes), "iteration %d", iter)
+		res, err := Parse(bytes.NewReader(b.Bytes()), ParseOptions{Limits: Limits{MaxLinesPerTarget: 1 << 20, MaxProvidersPerSite: 1 << 20}})
+		require.NoError(t, err)
+		require.Nil(t, res.Dropped)
+
+		in, pubs := map[key]int{}, map[key]int{}
+		providers := map[string]map[string]bool{}
+		for _, s := range samples {
+			k := key{s.Site, s.Provider}
+			in[k]++
+			if s.Name == NamePublishesLoad {
+				pubs[k]++
+			}
+			if s.Provider != "" {
+				if providers[s.Site] == nil {
+					providers[s.Site] = map[string]bool{}
+				}
+				providers[s.Site][s.Provider] = true
+			}
+		}
+		capped := map[key]bool{}
+		for site, ps := range providers {
+			names := slices.Sorted(maps.Keys(ps))
+			for _, p := range names[min(len(names), lim.MaxProvidersPerSite):] {
+				capped[key{site, p}] = true
+			}
+		}
+		out, outPubs := map[key]int{}, map[key]int{}
+		for _, s := range res.Samples {
+			k := key{s.Site, s.Provider}
+			out[k]++
+			if s.Name == NamePublishesLoad {
+				outPubs[k]++
+			}
+		}
+		targets, lines := map[string]int{}, map[string]int{}
+		for k, n := range in {
+			store := StorePeer
+			if isLocal != nil && isLocal(k.site) {
+				store = StoreLocal
+			}
+			if capped[k] {
+				require.Zero(t, out[k], "iteration %d: %v beyond the provider cap", iter, k)
+				targets[store]++
+				continue
+			}
+			lines[store] += max(0, n-lim.MaxLinesPerTarget)
+			whole := min(n, lim.MaxLinesPerTarget)
+			switch m := out[k]; {
+			case m == whole:
+			case m == 0:
+				targets[store]++
+			default:
+				// Its publishes_load rows only, all of them (they lead the
+				// target, so the line cap keeps them first).
+				require.Equal(t, min(pubs[k], lim.MaxLinesPerTarget), m, "iteration %d: %v", iter, k)
+				require.Equal(t, m, outPubs[k], "iteration %d: %v", iter, k)
+				targets[store]++
+			}
+		}
+		for _, store := range []string{StoreLocal, StorePeer} {
+			require.Equal(t, targets[store], tr.Targets[store], "iteration %d: targets %s", iter, store)
+			require.Equal(t, lines[store], tr.Lines[store], "iteration %d: lines %s", iter, store)
+		}
+	}
 }
