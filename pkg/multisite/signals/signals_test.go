@@ -613,14 +613,20 @@ func TestEncodeRejectedPublishesStayOut(t *testing.T) {
 	assert.Contains(t, b.String(), `grid_provider="b3"`)
 }
 
-// TestEncodeProperties: over random mixes of sites, targets and rows
-// (seeded), the body is never above MaxBytes, and every target is either
-// whole in it (within the line cap), present by its publishes_load rows
-// only, or absent; each target not whole is counted in
-// Truncation.Targets and each row beyond the line cap in
-// Truncation.Lines, by store.
+// TestEncodeProperties: over random mixes of sites, targets, rows and
+// limits (seeded), checkEncode holds.
 func TestEncodeProperties(t *testing.T) {
 	rng := rand.New(rand.NewPCG(11, 2026))
+	for iter := range 2000 {
+		samples, isLocal, lim := randomEncode(rng)
+		checkEncode(t, fmt.Sprintf("iteration %d", iter), samples, isLocal, lim)
+	}
+}
+
+// randomEncode is a random mix of sites (s0, s1 the local one unless
+// isLocal is nil, ...), round rows, targets of random name lengths with
+// 0-2 publishes_load rows and 0-6 other rows, and limits that cut.
+func randomEncode(rng *rand.Rand) ([]Sample, func(string) bool, Limits) {
 	letters := func(n int) string {
 		b := make([]byte, n)
 		for i := range b {
@@ -628,101 +634,108 @@ func TestEncodeProperties(t *testing.T) {
 		}
 		return string(b)
 	}
-	type key struct{ site, provider string }
-	for iter := range 2000 {
-		lim := Limits{
-			MaxBytes:            int64(50 + rng.IntN(6000)),
-			MaxLinesPerTarget:   1 + rng.IntN(8),
-			MaxProvidersPerSite: 1 + rng.IntN(6),
+	lim := Limits{
+		MaxBytes:            int64(50 + rng.IntN(6000)),
+		MaxLinesPerTarget:   1 + rng.IntN(8),
+		MaxProvidersPerSite: 1 + rng.IntN(6),
+	}
+	var isLocal func(string) bool
+	if rng.IntN(4) > 0 {
+		isLocal = func(s string) bool { return s == "s1" }
+	}
+	var samples []Sample
+	for s := range 1 + rng.IntN(5) {
+		site := fmt.Sprintf("s%d", s)
+		for range rng.IntN(3) {
+			samples = append(samples, Sample{Name: NamePeerRounds, Site: site, Value: 1, Stamp: date})
 		}
-		var isLocal func(string) bool
-		if rng.IntN(4) > 0 {
-			isLocal = func(s string) bool { return s == "s1" }
-		}
-		var samples []Sample
-		for s := range 1 + rng.IntN(5) {
-			site := fmt.Sprintf("s%d", s)
+		for range rng.IntN(lim.MaxProvidersPerSite + 3) {
+			p, c := "p"+letters(1+rng.IntN(40)), "c"+letters(rng.IntN(60))
 			for range rng.IntN(3) {
-				samples = append(samples, Sample{Name: NamePeerRounds, Site: site, Value: 1, Stamp: date})
+				samples = append(samples, Sample{Name: NamePublishesLoad, Site: site, Cluster: c, Provider: p, Value: float64(rng.IntN(2)), Stamp: date})
 			}
-			for range rng.IntN(lim.MaxProvidersPerSite + 3) {
-				p, c := "p"+letters(1+rng.IntN(40)), "c"+letters(rng.IntN(60))
-				for range rng.IntN(3) {
-					samples = append(samples, Sample{Name: NamePublishesLoad, Site: site, Cluster: c, Provider: p, Value: float64(rng.IntN(2)), Stamp: date})
-				}
-				for range rng.IntN(7) {
-					samples = append(samples, Sample{Name: PoolSeries[rng.IntN(len(PoolSeries))], Site: site, Cluster: c, Provider: p, Value: float64(rng.IntN(100)), Stamp: date})
-				}
+			for range rng.IntN(7) {
+				samples = append(samples, Sample{Name: PoolSeries[rng.IntN(len(PoolSeries))], Site: site, Cluster: c, Provider: p, Value: float64(rng.IntN(100)), Stamp: date})
 			}
 		}
-		rng.Shuffle(len(samples), func(i, j int) { samples[i], samples[j] = samples[j], samples[i] })
+	}
+	rng.Shuffle(len(samples), func(i, j int) { samples[i], samples[j] = samples[j], samples[i] })
+	return samples, isLocal, lim
+}
 
-		var b bytes.Buffer
-		tr, err := Encode(&b, samples, isLocal, lim)
-		require.NoError(t, err)
-		require.LessOrEqual(t, b.Len(), int(lim.MaxBytes), "iteration %d", iter)
-		res, err := Parse(bytes.NewReader(b.Bytes()), ParseOptions{Limits: Limits{MaxLinesPerTarget: 1 << 20, MaxProvidersPerSite: 1 << 20}})
-		require.NoError(t, err)
-		require.Nil(t, res.Dropped)
+// checkEncode: the body Encode writes is never above MaxBytes, and every
+// target is either whole in it (within the line cap), present by its
+// publishes_load rows only, or absent; each target not whole is counted
+// in Truncation.Targets and each row beyond the line cap in
+// Truncation.Lines, by store.
+func checkEncode(t *testing.T, what string, samples []Sample, isLocal func(string) bool, lim Limits) {
+	t.Helper()
+	type key struct{ site, provider string }
+	var b bytes.Buffer
+	tr, err := Encode(&b, samples, isLocal, lim)
+	require.NoError(t, err)
+	require.LessOrEqual(t, b.Len(), int(lim.MaxBytes), what)
+	res, err := Parse(bytes.NewReader(b.Bytes()), ParseOptions{Limits: Limits{MaxLinesPerTarget: 1 << 20, MaxProvidersPerSite: 1 << 20}})
+	require.NoError(t, err)
+	require.Nil(t, res.Dropped)
 
-		in, pubs := map[key]int{}, map[key]int{}
-		providers := map[string]map[string]bool{}
-		for _, s := range samples {
-			k := key{s.Site, s.Provider}
-			in[k]++
-			if s.Name == NamePublishesLoad {
-				pubs[k]++
-			}
-			if s.Provider != "" {
-				if providers[s.Site] == nil {
-					providers[s.Site] = map[string]bool{}
-				}
-				providers[s.Site][s.Provider] = true
-			}
+	in, pubs := map[key]int{}, map[key]int{}
+	providers := map[string]map[string]bool{}
+	for _, s := range samples {
+		k := key{s.Site, s.Provider}
+		in[k]++
+		if s.Name == NamePublishesLoad {
+			pubs[k]++
 		}
-		capped := map[key]bool{}
-		for site, ps := range providers {
-			names := slices.Sorted(maps.Keys(ps))
-			for _, p := range names[min(len(names), lim.MaxProvidersPerSite):] {
-				capped[key{site, p}] = true
+		if s.Provider != "" {
+			if providers[s.Site] == nil {
+				providers[s.Site] = map[string]bool{}
 			}
+			providers[s.Site][s.Provider] = true
 		}
-		out, outPubs := map[key]int{}, map[key]int{}
-		for _, s := range res.Samples {
-			k := key{s.Site, s.Provider}
-			out[k]++
-			if s.Name == NamePublishesLoad {
-				outPubs[k]++
-			}
+	}
+	capped := map[key]bool{}
+	for site, ps := range providers {
+		names := slices.Sorted(maps.Keys(ps))
+		for _, p := range names[min(len(names), lim.MaxProvidersPerSite):] {
+			capped[key{site, p}] = true
 		}
-		targets, lines := map[string]int{}, map[string]int{}
-		for k, n := range in {
-			store := StorePeer
-			if isLocal != nil && isLocal(k.site) {
-				store = StoreLocal
-			}
-			if capped[k] {
-				require.Zero(t, out[k], "iteration %d: %v beyond the provider cap", iter, k)
-				targets[store]++
-				continue
-			}
-			lines[store] += max(0, n-lim.MaxLinesPerTarget)
-			whole := min(n, lim.MaxLinesPerTarget)
-			switch m := out[k]; {
-			case m == whole:
-			case m == 0:
-				targets[store]++
-			default:
-				// Its publishes_load rows only, all of them (they lead the
-				// target, so the line cap keeps them first).
-				require.Equal(t, min(pubs[k], lim.MaxLinesPerTarget), m, "iteration %d: %v", iter, k)
-				require.Equal(t, m, outPubs[k], "iteration %d: %v", iter, k)
-				targets[store]++
-			}
+	}
+	out, outPubs := map[key]int{}, map[key]int{}
+	for _, s := range res.Samples {
+		k := key{s.Site, s.Provider}
+		out[k]++
+		if s.Name == NamePublishesLoad {
+			outPubs[k]++
 		}
-		for _, store := range []string{StoreLocal, StorePeer} {
-			require.Equal(t, targets[store], tr.Targets[store], "iteration %d: targets %s", iter, store)
-			require.Equal(t, lines[store], tr.Lines[store], "iteration %d: lines %s", iter, store)
+	}
+	targets, lines := map[string]int{}, map[string]int{}
+	for k, n := range in {
+		store := StorePeer
+		if isLocal != nil && isLocal(k.site) {
+			store = StoreLocal
 		}
+		if capped[k] {
+			require.Zero(t, out[k], "%s: %v beyond the provider cap", what, k)
+			targets[store]++
+			continue
+		}
+		lines[store] += max(0, n-lim.MaxLinesPerTarget)
+		whole := min(n, lim.MaxLinesPerTarget)
+		switch m := out[k]; {
+		case m == whole:
+		case m == 0:
+			targets[store]++
+		default:
+			// Its publishes_load rows only, all of them (they lead the
+			// target, so the line cap keeps them first).
+			require.Equal(t, min(pubs[k], lim.MaxLinesPerTarget), m, "%s: %v", what, k)
+			require.Equal(t, m, outPubs[k], "%s: %v", what, k)
+			targets[store]++
+		}
+	}
+	for _, store := range []string{StoreLocal, StorePeer} {
+		require.Equal(t, targets[store], tr.Targets[store], "%s: targets %s", what, store)
+		require.Equal(t, lines[store], tr.Lines[store], "%s: lines %s", what, store)
 	}
 }
