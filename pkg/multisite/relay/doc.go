@@ -139,8 +139,10 @@
 //
 // The body to the EPP is sorted by site (this site first), provider and
 // series, cut at 4096 rows per target (grid_site, grid_provider) and held
-// under 768 KiB by dropping whole targets from the first that does not
-// fit; both cuts are counted in
+// under 768 KiB by dropping targets: round rows first, then this site's
+// grid_provider_publishes_load rows and targets, then the room left shared
+// fairly between the peer sites, each keeping its publishes_load rows
+// before its other targets (signals.Encode); both cuts are counted in
 // grid_signals_relay_truncated_total{store,cut} (G-71).
 //
 // # Endpoints and metrics

@@ -228,7 +228,18 @@ func (r *Relay) applyPoll(p *peerState, res pollResult, end time.Time) {
 // set of provider series. Called with Relay.mu held.
 func (p *peerState) accept(res pollResult, drop func(signals.DropReason)) {
 	samples := make([]signals.Sample, 0, len(res.res.Samples))
-	seen := map[string]bool{}
+	// The body's providers, all of them before any is forgotten: the body
+	// is sorted by provider, so a new name read early must not make the
+	// providers read later look absent. Parse holds them to
+	// MaxProvidersPerSite, so once the absent ones are forgotten every
+	// provider of the body has room.
+	present := map[string]bool{}
+	for _, s := range res.res.Samples {
+		if signals.IsProviderSeries(s.Name) {
+			present[s.Provider] = true
+		}
+	}
+	forgot := false
 	for _, s := range res.res.Samples {
 		if !signals.IsProviderSeries(s.Name) {
 			drop(signals.DropParse) // a peer serves only its own providers' rows
@@ -236,8 +247,9 @@ func (p *peerState) accept(res pollResult, drop func(signals.DropReason)) {
 		}
 		pp := p.known[s.Provider]
 		if pp == nil {
-			if len(p.known) >= signals.DefaultMaxProvidersPerSite {
-				p.forgetAbsent(seen)
+			if len(p.known) >= signals.DefaultMaxProvidersPerSite && !forgot {
+				p.forgetAbsent(present)
+				forgot = true
 			}
 			if len(p.known) >= signals.DefaultMaxProvidersPerSite {
 				drop(signals.DropCap)
@@ -246,7 +258,6 @@ func (p *peerState) accept(res pollResult, drop func(signals.DropReason)) {
 			pp = &peerProvider{says: true}
 			p.known[s.Provider] = pp
 		}
-		seen[s.Provider] = true
 		pp.cluster = s.Cluster
 		switch s.Name {
 		case signals.NamePublishesLoad:
@@ -295,12 +306,13 @@ func (p *peerState) restamp(k seriesKey, peerStamp time.Time, res pollResult) ti
 	return st
 }
 
-// forgetAbsent drops the known providers absent from the current body,
-// with their series' re-stamps, so a peer renaming its providers cannot
+// forgetAbsent drops the known providers absent from the current body
+// (present: every provider of the whole body), with their series'
+// re-stamps, so a peer renaming its providers cannot
 // grow either past the cap.
-func (p *peerState) forgetAbsent(seen map[string]bool) {
+func (p *peerState) forgetAbsent(present map[string]bool) {
 	for name := range p.known {
-		if !seen[name] {
+		if !present[name] {
 			delete(p.known, name)
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"maps"
 	"net"
 	"net/http"
 	"strings"
@@ -584,4 +585,56 @@ func TestPeerRestampSurvivesAbsence(t *testing.T) {
 		assert.NotNil(t, p.known[k.provider], "%v", k)
 	}
 	r.mu.Unlock()
+}
+
+// TestPeerRenameAtCapKeepsOthers: a peer at the providers cap renaming one
+// provider to a name that sorts first (bodies are sorted by provider)
+// forgets that one provider only: the unchanged providers keep their
+// known state and their re-stamps (forgetting them would re-stamp their
+// unchanged rows: a new sample for the EPP, or an older one).
+func TestPeerRenameAtCapKeepsOthers(t *testing.T) {
+	peerT := t0.Add(time.Hour) // the peer's clock is an hour off ours
+	body := func(names []string) []signals.Sample {
+		var out []signals.Sample
+		for _, n := range names {
+			out = append(out,
+				signals.Sample{Name: signals.NameAverageRunning, Site: "b", Cluster: "cluster-b", Provider: n, Value: 1, Stamp: peerT},
+				signals.Sample{Name: signals.NameReadyEndpoints, Site: "b", Cluster: "cluster-b", Provider: n, Value: 2, Stamp: peerT})
+		}
+		return out
+	}
+	var names []string
+	for i := range signals.DefaultMaxProvidersPerSite {
+		names = append(names, fmt.Sprintf("p%02d", i))
+	}
+	p := &peerState{cfg: Peer{Site: "b"}, known: map[string]*peerProvider{}, stamps: map[seriesKey]restamp{}}
+	drops := 0
+	drop := func(signals.DropReason) { drops++ }
+	p.accept(pollResult{res: signals.Result{Samples: body(names)}, now: peerT.Add(time.Second), recv: t0}, drop)
+	require.Len(t, p.known, signals.DefaultMaxProvidersPerSite)
+	before := maps.Clone(p.stamps)
+	known := maps.Clone(p.known)
+
+	// p01 becomes a00; the same rows otherwise, received with another
+	// latency (a fresh re-stamp would differ by 300 ms).
+	renamed := append([]string{"a00", "p00"}, names[2:]...)
+	p.accept(pollResult{res: signals.Result{Samples: body(renamed)}, now: peerT.Add(3300 * time.Millisecond), recv: t0.Add(2 * time.Second)}, drop)
+	assert.Zero(t, drops)
+	assert.Len(t, p.known, signals.DefaultMaxProvidersPerSite)
+	assert.NotContains(t, p.known, "p01")
+	assert.Contains(t, p.known, "a00")
+	for _, n := range renamed[1:] {
+		assert.Same(t, known[n], p.known[n], "%s keeps its known state", n)
+		for _, series := range []string{signals.NameAverageRunning, signals.NameReadyEndpoints} {
+			k := seriesKey{n, series}
+			assert.Equal(t, before[k], p.stamps[k], "%v keeps its re-stamp", k)
+		}
+	}
+	for _, s := range p.samples {
+		if s.Provider != "a00" {
+			assert.True(t, s.Stamp.Equal(before[seriesKey{s.Provider, s.Name}].local), "%s/%s", s.Provider, s.Name)
+		}
+	}
+	assert.NotContains(t, p.stamps, seriesKey{"p01", signals.NameReadyEndpoints})
+	assert.Len(t, p.stamps, 2*signals.DefaultMaxProvidersPerSite)
 }

@@ -73,13 +73,16 @@
 // provider and series name). It cuts each target at MaxLinesPerTarget
 // rows and drops the providers of a site beyond the first
 // MaxProvidersPerSite by name; then it holds the body within MaxBytes by
-// dropping targets: round rows and every target's
-// grid_provider_publishes_load rows are kept outside that cut (a dropped
-// target loses its other rows only: the EPP's store would take a missing
-// publishes_load row for unmeasured), local targets are kept as long as
-// they fit, and the room left is shared fairly between the peer sites
+// dropping targets, keeping as long as they fit, in this order: the round
+// rows, the local site's grid_provider_publishes_load rows, the local
+// targets, then the room left shared fairly between the peer sites
 // (max-min: a site needing less than an equal share keeps every target),
-// so one site serving huge targets cannot push another site out, round
+// each peer site over its share keeping its publishes_load rows first
+// (charged to its share), then its other targets. A dropped target keeps
+// its publishes_load rows when they fit (the EPP's store would take a
+// missing one for unmeasured) and loses its other rows; one whose
+// publishes_load rows do not fit loses all. So one site serving huge
+// targets cannot push the local site or another site out, round
 // rows included. What it left out is returned as a Truncation for
 // grid_signals_relay_truncated_total{store,cut}.
 package signals

@@ -47,6 +47,7 @@ type span struct {
 	class      int8 // classRound, classLocal or classPeer
 	publishes  bool // the target's grid_provider_publishes_load rows only
 	alone      bool // publishes: the target has no other rows
+	led        bool // the target's publishes_load rows are spans[i-1]
 	keep       bool
 	store      string
 	site       string
@@ -77,19 +78,22 @@ type siteShare struct {
 // Each target (grid_site, grid_provider) is cut at lim.MaxLinesPerTarget
 // rows (its publishes_load rows first, so they stay), and the providers
 // of a site beyond the first lim.MaxProvidersPerSite by name are dropped.
-// Then the body is held within lim.MaxBytes by dropping targets: the
-// round rows and every target's publishes_load rows (small, at most
-// MaxProvidersPerSite per site) are kept first, outside the cut, because
-// the EPP's store takes a provider whose row a body leaves out for
-// unmeasured; a target dropped for room loses its other rows only (and
-// counts as dropped). Then the local targets are kept in order as long as
-// they fit; the room left is
-// shared fairly between the peer sites (max-min: a site that needs less
-// than an equal share keeps everything, and what it leaves is shared by
-// the others), a site over its share keeping its targets in name order as
-// long as they fit in it. So one site serving huge targets cannot push
-// another site's rows, or any round row, out of the body. It reports what
-// it cut.
+// Then the body is held within lim.MaxBytes by dropping targets, keeping
+// in this order as long as they fit: the round rows; the local site's
+// grid_provider_publishes_load rows; the local targets in order; then the
+// room left is shared fairly between the peer sites (max-min: a site that
+// needs less than an equal share keeps everything, and what it leaves is
+// shared by the others). A peer site over its share keeps its
+// publishes_load rows first (charged to its share), then its other
+// targets in name order, as long as they fit in it. The publishes_load
+// rows go first because the EPP's store takes a provider whose row a body
+// leaves out for unmeasured: a target dropped for room keeps them when
+// they fit, loses its other rows, and counts as dropped; a target whose
+// publishes_load rows do not fit loses all its rows. So one site serving
+// huge targets cannot push the local rows, another site's rows, or any
+// round row out of the body. It reports what it cut: the body never
+// exceeds lim.MaxBytes, and every target not whole in it (within the line
+// cap) is counted in Truncation.Targets.
 //
 // A sample that is not a valid row (Sample.Validate) makes Encode return
 // that error before writing anything. The only other error is w's.
@@ -181,6 +185,7 @@ func Encode(w io.Writer, samples []Sample, isLocal func(site string) bool, lim L
 			n = lim.MaxLinesPerTarget
 		}
 		rows := e.idx[start : start+n]
+		led := false
 		if first.Provider != "" && first.Name == NamePublishesLoad {
 			k := 1
 			for k < len(rows) && samples[rows[k]].Name == NamePublishesLoad {
@@ -191,6 +196,7 @@ func Encode(w io.Writer, samples []Sample, isLocal func(site string) bool, lim L
 				e.buf = appendLine(e.buf, &samples[j])
 			}
 			rows = rows[k:]
+			led = true
 			e.spans = append(e.spans, span{start: mark, end: len(e.buf), class: class(first), publishes: true, alone: len(rows) == 0, store: store, site: first.Site})
 		}
 		if len(rows) > 0 {
@@ -198,33 +204,46 @@ func Encode(w io.Writer, samples []Sample, isLocal func(site string) bool, lim L
 			for _, j := range rows {
 				e.buf = appendLine(e.buf, &samples[j])
 			}
-			e.spans = append(e.spans, span{start: mark, end: len(e.buf), class: class(first), store: store, site: first.Site})
+			e.spans = append(e.spans, span{start: mark, end: len(e.buf), class: class(first), led: led, store: store, site: first.Site})
 		}
 		start = end
 	}
 
-	// Choose what fits: round rows and every target's publishes_load
-	// rows, then local targets in order, then the peer sites' fair shares
-	// of the room left.
+	// Choose what fits, in this order: the round rows; the local site's
+	// publishes_load rows; the local targets in order; then the room left
+	// is shared fairly between the peer sites, each site's publishes_load
+	// rows charged to its own share and kept before its other targets. A
+	// target's other rows are kept only with its publishes_load rows, so
+	// a target is either whole in the body (within the line cap), or
+	// present by its publishes_load rows only and counted as dropped, or
+	// absent and counted as dropped.
 	room := int(min(lim.MaxBytes, int64(math.MaxInt)))
-	for i := range e.spans {
+	take := func(i int) {
 		sp := &e.spans[i]
-		if (sp.class == classRound || sp.publishes) && sp.end-sp.start <= room {
+		if n := sp.end - sp.start; n <= room && (!sp.led || e.spans[i-1].keep) {
 			sp.keep = true
-			room -= sp.end - sp.start
+			room -= n
+		}
+	}
+	for i := range e.spans {
+		if e.spans[i].class == classRound {
+			take(i)
+		}
+	}
+	for i := range e.spans {
+		if sp := &e.spans[i]; sp.class == classLocal && sp.publishes {
+			take(i)
+		}
+	}
+	for i := range e.spans {
+		if sp := &e.spans[i]; sp.class == classLocal && !sp.publishes {
+			take(i)
 		}
 	}
 	e.sites = e.sites[:0]
 	for i := range e.spans {
 		sp := &e.spans[i]
-		if sp.class == classRound || sp.publishes {
-			continue
-		}
 		if sp.class != classPeer {
-			if sp.end-sp.start <= room {
-				sp.keep = true
-				room -= sp.end - sp.start
-			}
 			continue
 		}
 		if n := len(e.sites); n == 0 || e.spans[e.sites[n-1].first].site != sp.site {
@@ -245,18 +264,18 @@ func Encode(w io.Writer, samples []Sample, isLocal func(site string) bool, lim L
 			room -= ss.size
 			continue
 		}
-		used := 0
-		for i := ss.first; i < ss.last; i++ {
-			sp := &e.spans[i]
-			if sp.publishes {
-				continue // kept already, and its room taken
-			}
-			if n := sp.end - sp.start; used+n <= share {
-				sp.keep = true
-				used += n
+		// Over its share: its publishes_load rows first, then its other
+		// targets in name order, as long as they fit in the share.
+		left := room
+		room = share
+		for _, publishes := range [2]bool{true, false} {
+			for i := ss.first; i < ss.last; i++ {
+				if e.spans[i].publishes == publishes {
+					take(i)
+				}
 			}
 		}
-		room -= used
+		room = left - (share - room)
 	}
 
 	// Move the kept spans to the front of buf, in body order. A target

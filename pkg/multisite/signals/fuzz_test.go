@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"cmp"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"testing"
 	"time"
@@ -102,4 +103,16 @@ func sortedRows(s []Sample) []string {
 	}
 	slices.SortFunc(out, cmp.Compare)
 	return out
+}
+
+// FuzzEncode: for the random mix of sites, targets, rows and limits a
+// seed makes (randomEncode), the body is never above MaxBytes and every
+// row it leaves out is counted (checkEncode).
+func FuzzEncode(f *testing.F) {
+	f.Add(uint64(11), uint64(2026))
+	f.Add(uint64(0), uint64(0))
+	f.Fuzz(func(t *testing.T, a, b uint64) {
+		samples, isLocal, lim := randomEncode(rand.New(rand.NewPCG(a, b)))
+		checkEncode(t, fmt.Sprintf("seed %d,%d", a, b), samples, isLocal, lim)
+	})
 }

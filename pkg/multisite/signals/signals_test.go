@@ -5,7 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math"
+	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -525,4 +528,214 @@ func TestEncodeKeepsPublishesLoad(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 43, strings.Count(b.String(), NamePublishesLoad+"{"))
 	assert.Equal(t, Truncation{Lines: map[string]int{StorePeer: 40 * 18}}, tr)
+}
+
+// TestEncodeLocalBeforePeerPublishes: the local targets come before the
+// peers' publishes_load rows. With 64 sites of 64 providers and the
+// longest names validation allows, the peers' publishes_load rows alone
+// are more than the body holds; every local row must still be kept, and
+// the peers share the room left fairly (each keeps some publishes_load
+// rows, none keeps all of them).
+func TestEncodeLocalBeforePeerPublishes(t *testing.T) {
+	name := func(prefix string, i int) string {
+		n := fmt.Sprintf("%s%02d-", prefix, i)
+		return n + strings.Repeat("x", 63-len(n))
+	}
+	local := name("s", 32)
+	isLocal := func(s string) bool { return s == local }
+	cluster := strings.Repeat("c", 63)
+	var samples []Sample
+	for s := range 64 {
+		site := name("s", s)
+		if site != local {
+			samples = append(samples,
+				Sample{Name: NamePeerRoundEnd, Site: site, Value: 1767225600, Stamp: date},
+				Sample{Name: NamePeerRounds, Site: site, Value: 7, Stamp: date})
+		}
+		for p := range 64 {
+			for i, n := range PoolSeries {
+				samples = append(samples, Sample{Name: n, Site: site, Cluster: cluster, Provider: name("p", p), Value: float64(i), Stamp: date})
+			}
+			samples = append(samples, Sample{Name: NamePublishesLoad, Site: site, Cluster: cluster, Provider: name("p", p), Value: 1, Stamp: date})
+		}
+	}
+	const maxBytes = 768 << 10
+	var b bytes.Buffer
+	tr, err := Encode(&b, samples, isLocal, Limits{MaxBytes: maxBytes})
+	require.NoError(t, err)
+	assert.LessOrEqual(t, b.Len(), maxBytes)
+	res, err := Parse(bytes.NewReader(b.Bytes()), ParseOptions{Date: date})
+	require.NoError(t, err)
+	assert.Nil(t, res.Dropped)
+	localLoad, localPublishes, rounds := 0, 0, 0
+	peerPublishes := map[string]int{}
+	for _, s := range res.Samples {
+		switch {
+		case s.Provider == "":
+			rounds++
+		case s.Site == local && s.Name == NamePublishesLoad:
+			localPublishes++
+		case s.Site == local:
+			localLoad++
+		case s.Name == NamePublishesLoad:
+			peerPublishes[s.Site]++
+		}
+	}
+	assert.Equal(t, 63*2, rounds)
+	assert.Equal(t, 64, localPublishes)
+	assert.Equal(t, 64*len(PoolSeries), localLoad, "every local load row")
+	assert.Len(t, peerPublishes, 63, "every peer keeps some publishes_load rows")
+	for site, n := range peerPublishes {
+		assert.Greater(t, n, 0, site)
+		assert.Less(t, n, 64, site)
+	}
+	assert.Zero(t, tr.Targets[StoreLocal])
+	assert.Equal(t, 63*64, tr.Targets[StorePeer], "no peer keeps a whole target")
+	assert.Greater(t, b.Len(), maxBytes-63*1024, "the body is filled")
+}
+
+// TestEncodeRejectedPublishesStayOut: a peer site's publishes_load rows
+// that do not fit stay out even when the rest of the site fits: the body
+// stays within MaxBytes and the target left out is counted.
+func TestEncodeRejectedPublishesStayOut(t *testing.T) {
+	long := func(p string) string { return p + strings.Repeat("x", 60-len(p)) }
+	samples := []Sample{
+		prov(NameReadyEndpoints, "b", "b1", 1, date),
+		{Name: NamePublishesLoad, Site: "b", Cluster: long("c"), Provider: long("b2"), Value: 1, Stamp: date},
+		prov(NameReadyEndpoints, "b", "b3", 1, date),
+	}
+	var b bytes.Buffer
+	tr, err := Encode(&b, samples, nil, Limits{MaxBytes: 200})
+	require.NoError(t, err)
+	assert.LessOrEqual(t, b.Len(), 200, b.String())
+	assert.Equal(t, Truncation{Targets: map[string]int{StorePeer: 1}}, tr)
+	assert.Contains(t, b.String(), `grid_provider="b1"`)
+	assert.Contains(t, b.String(), `grid_provider="b3"`)
+}
+
+// TestEncodeProperties: over random mixes of sites, targets, rows and
+// limits (seeded), checkEncode holds.
+func TestEncodeProperties(t *testing.T) {
+	rng := rand.New(rand.NewPCG(11, 2026))
+	for iter := range 2000 {
+		samples, isLocal, lim := randomEncode(rng)
+		checkEncode(t, fmt.Sprintf("iteration %d", iter), samples, isLocal, lim)
+	}
+}
+
+// randomEncode is a random mix of sites (s0, s1 the local one unless
+// isLocal is nil, ...), round rows, targets of random name lengths with
+// 0-2 publishes_load rows and 0-6 other rows, and limits that cut.
+func randomEncode(rng *rand.Rand) ([]Sample, func(string) bool, Limits) {
+	letters := func(n int) string {
+		b := make([]byte, n)
+		for i := range b {
+			b[i] = byte('a' + rng.IntN(26))
+		}
+		return string(b)
+	}
+	lim := Limits{
+		MaxBytes:            int64(50 + rng.IntN(6000)),
+		MaxLinesPerTarget:   1 + rng.IntN(8),
+		MaxProvidersPerSite: 1 + rng.IntN(6),
+	}
+	var isLocal func(string) bool
+	if rng.IntN(4) > 0 {
+		isLocal = func(s string) bool { return s == "s1" }
+	}
+	var samples []Sample
+	for s := range 1 + rng.IntN(5) {
+		site := fmt.Sprintf("s%d", s)
+		for range rng.IntN(3) {
+			samples = append(samples, Sample{Name: NamePeerRounds, Site: site, Value: 1, Stamp: date})
+		}
+		for range rng.IntN(lim.MaxProvidersPerSite + 3) {
+			p, c := "p"+letters(1+rng.IntN(40)), "c"+letters(rng.IntN(60))
+			for range rng.IntN(3) {
+				samples = append(samples, Sample{Name: NamePublishesLoad, Site: site, Cluster: c, Provider: p, Value: float64(rng.IntN(2)), Stamp: date})
+			}
+			for range rng.IntN(7) {
+				samples = append(samples, Sample{Name: PoolSeries[rng.IntN(len(PoolSeries))], Site: site, Cluster: c, Provider: p, Value: float64(rng.IntN(100)), Stamp: date})
+			}
+		}
+	}
+	rng.Shuffle(len(samples), func(i, j int) { samples[i], samples[j] = samples[j], samples[i] })
+	return samples, isLocal, lim
+}
+
+// checkEncode: the body Encode writes is never above MaxBytes, and every
+// target is either whole in it (within the line cap), present by its
+// publishes_load rows only, or absent; each target not whole is counted
+// in Truncation.Targets and each row beyond the line cap in
+// Truncation.Lines, by store.
+func checkEncode(t *testing.T, what string, samples []Sample, isLocal func(string) bool, lim Limits) {
+	t.Helper()
+	type key struct{ site, provider string }
+	var b bytes.Buffer
+	tr, err := Encode(&b, samples, isLocal, lim)
+	require.NoError(t, err)
+	require.LessOrEqual(t, b.Len(), int(lim.MaxBytes), what)
+	res, err := Parse(bytes.NewReader(b.Bytes()), ParseOptions{Limits: Limits{MaxLinesPerTarget: 1 << 20, MaxProvidersPerSite: 1 << 20}})
+	require.NoError(t, err)
+	require.Nil(t, res.Dropped)
+
+	in, pubs := map[key]int{}, map[key]int{}
+	providers := map[string]map[string]bool{}
+	for _, s := range samples {
+		k := key{s.Site, s.Provider}
+		in[k]++
+		if s.Name == NamePublishesLoad {
+			pubs[k]++
+		}
+		if s.Provider != "" {
+			if providers[s.Site] == nil {
+				providers[s.Site] = map[string]bool{}
+			}
+			providers[s.Site][s.Provider] = true
+		}
+	}
+	capped := map[key]bool{}
+	for site, ps := range providers {
+		names := slices.Sorted(maps.Keys(ps))
+		for _, p := range names[min(len(names), lim.MaxProvidersPerSite):] {
+			capped[key{site, p}] = true
+		}
+	}
+	out, outPubs := map[key]int{}, map[key]int{}
+	for _, s := range res.Samples {
+		k := key{s.Site, s.Provider}
+		out[k]++
+		if s.Name == NamePublishesLoad {
+			outPubs[k]++
+		}
+	}
+	targets, lines := map[string]int{}, map[string]int{}
+	for k, n := range in {
+		store := StorePeer
+		if isLocal != nil && isLocal(k.site) {
+			store = StoreLocal
+		}
+		if capped[k] {
+			require.Zero(t, out[k], "%s: %v beyond the provider cap", what, k)
+			targets[store]++
+			continue
+		}
+		lines[store] += max(0, n-lim.MaxLinesPerTarget)
+		whole := min(n, lim.MaxLinesPerTarget)
+		switch m := out[k]; {
+		case m == whole:
+		case m == 0:
+			targets[store]++
+		default:
+			// Its publishes_load rows only, all of them (they lead the
+			// target, so the line cap keeps them first).
+			require.Equal(t, min(pubs[k], lim.MaxLinesPerTarget), m, "%s: %v", what, k)
+			require.Equal(t, m, outPubs[k], "%s: %v", what, k)
+			targets[store]++
+		}
+	}
+	for _, store := range []string{StoreLocal, StorePeer} {
+		require.Equal(t, targets[store], tr.Targets[store], "%s: targets %s", what, store)
+		require.Equal(t, lines[store], tr.Lines[store], "%s: lines %s", what, store)
+	}
 }
