@@ -3,12 +3,14 @@ package extproc
 import (
 	"net/http"
 	"strconv"
+	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	typev3 "github.com/envoyproxy/go-control-plane/envoy/type/v3"
 
 	"github.com/switchyard-ai/switchyard/pkg/internal/apierror"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
 // ReasonHeader carries the machine-readable reason of a refusal.
@@ -92,6 +94,26 @@ type refusal struct {
 	status  int
 	reason  string
 	message string
+	// retryAfter is the Retry-After of a 429 or 503 (0: one second).
+	retryAfter time.Duration
+	// errType is the OpenAI error type of the body, whose code is then
+	// the reason ("" : openAIType's, else GIE's body).
+	errType string
+}
+
+// fromScheduling converts an admission refusal.
+func fromScheduling(r *scheduling.Refusal) *refusal {
+	return &refusal{status: r.StatusCode, reason: r.Reason, message: r.Message, retryAfter: r.RetryAfter, errType: r.ErrorType}
+}
+
+// retryAfterValue is the Retry-After header value: whole seconds, at
+// least one.
+func retryAfterValue(d time.Duration) string {
+	secs := int64((d + time.Second - 1) / time.Second)
+	if secs < 1 {
+		secs = 1
+	}
+	return strconv.FormatInt(secs, 10)
 }
 
 // immediate builds the ImmediateResponse for a refusal: status, an
@@ -102,12 +124,15 @@ func (r *refusal) immediate() *extprocv3.ProcessingResponse {
 	if typ, ok := openAIType(r.reason); ok {
 		body = apierror.JSON(r.message, typ, r.reason)
 	}
+	if r.errType != "" {
+		body = apierror.JSON(r.message, r.errType, r.reason)
+	}
 	headers := []*corev3.HeaderValueOption{
 		{Header: &corev3.HeaderValue{Key: "content-type", RawValue: []byte("application/json")}},
 		{Header: &corev3.HeaderValue{Key: ReasonHeader, RawValue: []byte(r.reason)}},
 	}
 	if r.status == http.StatusTooManyRequests || r.status == http.StatusServiceUnavailable {
-		headers = append(headers, &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: "retry-after", RawValue: []byte("1")}})
+		headers = append(headers, &corev3.HeaderValueOption{Header: &corev3.HeaderValue{Key: "retry-after", RawValue: []byte(retryAfterValue(r.retryAfter))}})
 	}
 	return &extprocv3.ProcessingResponse{
 		Response: &extprocv3.ProcessingResponse_ImmediateResponse{

@@ -2,6 +2,7 @@ package scheduling
 
 import (
 	"context"
+	"time"
 )
 
 // TypedName is a plugin instance's type and name. The name defaults to the
@@ -80,6 +81,13 @@ type Refusal struct {
 	StatusCode int
 	Reason     string
 	Message    string
+	// RetryAfter is the Retry-After the client gets with a 429 or 503,
+	// rounded up to whole seconds; 0 means one second.
+	RetryAfter time.Duration
+	// ErrorType, when set, is the OpenAI error type of the JSON body
+	// (e.g. "rate_limit_exceeded"), whose code is then Reason; empty
+	// means GIE's body (the status name and the numeric status).
+	ErrorType string
 }
 
 // Admitter may refuse a request before scheduling. Admit returns nil to
