@@ -30,6 +30,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/plugins/saturation/concurrency"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/saturation/utilization"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/activerequest"
+	engineloadscorer "github.com/switchyard-ai/switchyard/pkg/plugins/scorer/engineload"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/kvcache"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/lora"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/nohitlru"
@@ -95,5 +96,7 @@ func InTree() *scheduling.Registry {
 		prefixawarehash.Registration,
 		engineload.Registration,
 		leastcost.Registration,
+		// issue 12: engine-load term, KV-saturation admission
+		engineloadscorer.Registration,
 	)
 }
