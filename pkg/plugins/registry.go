@@ -1,6 +1,7 @@
 package plugins
 
 import (
+	"github.com/switchyard-ai/switchyard/pkg/plugins/admitter/kvsaturation"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/datalayer/coremetrics"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/datalayer/metricssource"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/filter/bylabel"
@@ -98,5 +99,6 @@ func InTree() *scheduling.Registry {
 		leastcost.Registration,
 		// issue 12: engine-load term, KV-saturation admission
 		engineloadscorer.Registration,
+		kvsaturation.Registration,
 	)
 }

@@ -1,0 +1,175 @@
+package kvsaturation
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
+
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling/schedulingtest"
+)
+
+var t0 = time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
+
+func newAdmitter(t testing.TB, raw string, reg *prometheus.Registry) *Admitter {
+	t.Helper()
+	var r json.RawMessage
+	if raw != "" {
+		r = json.RawMessage(raw)
+	}
+	h := scheduling.NewHandle(scheduling.HandleOptions{Context: context.Background(), Registerer: reg, Seed: 1})
+	pl, err := Registration.Factory(Type, r, h)
+	if err != nil {
+		t.Fatalf("factory: %v", err)
+	}
+	a := pl.(*Admitter)
+	a.now = func() time.Time { return t0 }
+	return a
+}
+
+// kv builds an endpoint with a KV usage scraped age ago (negative: never).
+func kv(name string, usage float64, age time.Duration) *scheduling.Endpoint {
+	b := schedulingtest.Endpoint(name).KVCache(usage)
+	if age >= 0 {
+		b = b.UpdateTime(t0.Add(-age))
+	}
+	return b.Build()
+}
+
+// C-35: refused (503, Retry-After, admission_reject) only when every
+// healthy candidate has fresh KV usage above the threshold; a candidate
+// without fresh metrics counts as not saturated.
+func TestC35_RefusesOnlyWhenEveryHealthyCandidateIsSaturated(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	a := newAdmitter(t, `{"scrapeInterval": "1s", "retryAfter": "2s"}`, reg)
+	unhealthy := scheduling.NewEndpoint(scheduling.EndpointMetadata{Name: "sick"}, scheduling.Metrics{KVCacheUsagePercent: 0.1, UpdateTime: t0},
+		map[string]any{scheduling.HealthKey.Name(): newHealth(scheduling.ProbeUnhealthy)})
+	for _, tc := range []struct {
+		name   string
+		cands  []*scheduling.Endpoint
+		refuse bool
+	}{
+		{"all above", []*scheduling.Endpoint{kv("a", 0.99, 0), kv("b", 1, time.Second)}, true},
+		{"one at the threshold", []*scheduling.Endpoint{kv("a", 0.99, 0), kv("b", 0.98, 0)}, false},
+		{"one below", []*scheduling.Endpoint{kv("a", 0.99, 0), kv("b", 0.5, 0)}, false},
+		{"one stale", []*scheduling.Endpoint{kv("a", 0.99, 0), kv("b", 0.99, 3*time.Second+1)}, false},
+		{"one never scraped", []*scheduling.Endpoint{kv("a", 0.99, 0), kv("b", 0, -1)}, false},
+		{"misreporting above 1 is clamped, still saturated", []*scheduling.Endpoint{kv("a", 7, 0)}, true},
+		{"an unhealthy idle candidate does not count", []*scheduling.Endpoint{kv("a", 0.99, 0), unhealthy}, true},
+		{"no healthy candidate", []*scheduling.Endpoint{unhealthy}, false},
+		{"none", nil, false},
+	} {
+		r := a.Admit(context.Background(), &scheduling.Request{ID: "r"}, tc.cands)
+		if (r != nil) != tc.refuse {
+			t.Errorf("%s: refusal = %+v, want refused %v", tc.name, r, tc.refuse)
+			continue
+		}
+		if r != nil && (r.StatusCode != http.StatusServiceUnavailable || r.Reason != ReasonAdmissionReject || r.RetryAfter != 2*time.Second || !strings.Contains(r.Message, "0.98")) {
+			t.Errorf("%s: refusal = %+v", tc.name, r)
+		}
+	}
+	if got := counterValue(a.vec.WithLabelValues(Type, ReasonAdmissionReject)); got != 3 {
+		t.Fatalf("refusals counted = %v, want 3", got)
+	}
+}
+
+// C-35: the refusal metric's labels are a closed set.
+func TestC35_RefusalMetricLabels(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	a := newAdmitter(t, "", reg)
+	a.Admit(context.Background(), nil, []*scheduling.Endpoint{kv("a", 1, 0)})
+	mfs, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var seen []string
+	for _, mf := range mfs {
+		if mf.GetName() != RefusalsMetric {
+			continue
+		}
+		for _, m := range mf.GetMetric() {
+			for _, l := range m.GetLabel() {
+				seen = append(seen, l.GetName()+"="+l.GetValue())
+			}
+		}
+	}
+	if fmt.Sprint(seen) != "[admitter=kv-saturation-admitter reason=admission_reject]" {
+		t.Fatalf("labels = %v", seen)
+	}
+	if fmt.Sprint(Reasons()) != "[admission_reject]" {
+		t.Fatalf("reasons = %v", Reasons())
+	}
+	// A second instance of the same name (a reload) shares the vector;
+	// closing without a successor deletes the series.
+	b := newAdmitter(t, "", reg)
+	b.Close(scheduling.CloseInfo{})
+	if n := seriesCount(a.vec); n != 0 {
+		t.Fatalf("series after close = %d", n)
+	}
+	a.Admit(context.Background(), nil, []*scheduling.Endpoint{kv("a", 1, 0)})
+}
+
+func TestParams(t *testing.T) {
+	for _, tc := range []struct{ raw, want string }{
+		{`{"kvUsageThreshold": 1.2}`, "kvUsageThreshold:"},
+		{`{"kvUsageThreshold": -0.1}`, "kvUsageThreshold:"},
+		{`{"maxStalenessIntervals": 0}`, "maxStalenessIntervals:"},
+		{`{"scrapeInterval": "x"}`, "scrapeInterval:"},
+		{`{"retryAfter": "0s"}`, "retryAfter:"},
+		{`{"retryAfter": "2h"}`, "retryAfter:"},
+		{`{"other": 1}`, "other"},
+	} {
+		_, err := Registration.Factory(Type, json.RawMessage(tc.raw), schedulingtest.NewHandle(t))
+		if err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: err = %v, want %q", tc.raw, err, tc.want)
+		}
+	}
+	a := newAdmitter(t, "", prometheus.NewRegistry())
+	if a.Horizon() != 150*time.Millisecond || a.retryAfter != time.Second {
+		t.Fatalf("defaults: horizon %v retry %v", a.Horizon(), a.retryAfter)
+	}
+}
+
+func newHealth(p scheduling.ProbeState) *scheduling.EndpointHealth {
+	h := &scheduling.EndpointHealth{}
+	h.SetProbe(p)
+	return h
+}
+
+func BenchmarkAdmit1000(b *testing.B) {
+	a := newAdmitter(b, "", prometheus.NewRegistry())
+	eps := make([]*scheduling.Endpoint, 1000)
+	for i := range eps {
+		eps[i] = kv(fmt.Sprintf("e%d", i), 0.99, 0)
+	}
+	ctx := context.Background()
+	req := &scheduling.Request{ID: "r"}
+	b.ReportAllocs()
+	for b.Loop() {
+		if a.Admit(ctx, req, eps) == nil {
+			b.Fatal("admitted")
+		}
+	}
+}
+
+func counterValue(c prometheus.Counter) float64 {
+	m := &dto.Metric{}
+	if err := c.Write(m); err != nil {
+		return -1
+	}
+	return m.GetCounter().GetValue()
+}
+
+func seriesCount(c prometheus.Collector) int {
+	ch := make(chan prometheus.Metric, 16)
+	c.Collect(ch)
+	close(ch)
+	return len(ch)
+}
