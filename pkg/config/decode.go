@@ -36,7 +36,7 @@ func decode(data []byte, maxBytes int, errs *errorList) *EndpointPickerConfig {
 		return nil
 	}
 	cfg := &EndpointPickerConfig{}
-	d.keys("", obj, "apiVersion", "kind", "featureGates", "plugins", "schedulingProfiles", "saturationDetector", "dataLayer", "data", "flowControl", "parser")
+	d.keys("", obj, "apiVersion", "kind", "featureGates", "plugins", "schedulingProfiles", "saturationDetector", "dataLayer", "data", "flowControl", "parser", "fallbackChains", "prefixRouting")
 	cfg.APIVersion = d.str("apiVersion", obj["apiVersion"])
 	cfg.Kind = d.str("kind", obj["kind"])
 	for i, g := range d.list("featureGates", obj["featureGates"]) {
@@ -121,6 +121,12 @@ func decode(data []byte, maxBytes int, errs *errorList) *EndpointPickerConfig {
 	}
 	if v, ok := obj["flowControl"]; ok && v != nil {
 		cfg.FlowControl = d.flowControl("flowControl", v)
+	}
+	if v, ok := obj["fallbackChains"]; ok && v != nil {
+		cfg.FallbackChains = d.fallbackChains("fallbackChains", v)
+	}
+	if v, ok := obj["prefixRouting"]; ok && v != nil {
+		cfg.PrefixRouting = d.prefixRouting("prefixRouting", v)
 	}
 	return cfg
 }

@@ -35,6 +35,13 @@ type EndpointPickerConfig struct {
 	DataLayer          *DataLayerConfig          `json:"dataLayer,omitempty"`
 	FlowControl        *FlowControlConfig        `json:"flowControl,omitempty"`
 	Parser             *ParserConfig             `json:"parser,omitempty"`
+	// FallbackChains maps a model to the ordered models a request for it
+	// is scheduled for when admission refuses it retryably (see
+	// fallback.go); Switchyard's own, not GIE's.
+	FallbackChains map[string][]string `json:"fallbackChains,omitempty"`
+	// PrefixRouting holds request-level prefix-routing settings (C-18);
+	// Switchyard's own.
+	PrefixRouting *PrefixRoutingConfig `json:"prefixRouting,omitempty"`
 }
 
 // PluginSpec declares one plugin instance.
