@@ -125,6 +125,15 @@
 //     sets (to the served endpoint) only with
 //     Options.ConformanceTestHeaders; it tells the client which endpoint
 //     served.
+//   - x-switchyard-fallback-model (FallbackModelHeader) is a response
+//     header the Server sets when a retryable refusal (admission_reject,
+//     model_not_found, model_unavailable) moved the request along its
+//     model's fallback chain (Runtime.FallbackChains, the configuration's
+//     fallbackChains, fallback.go): it names the model of the chain the
+//     request was scheduled for. The body sent upstream names that model;
+//     the response body gets the client's model name back, as for any
+//     model rewrite, so this header is how a client learns it was served
+//     by another model.
 //
 // Headers that plugins read, not the Server, are described in each
 // plugin's README; one of them decides which endpoints a caller may use

@@ -65,7 +65,8 @@ func (st *stream) route(end bodyEnd) ([]*extprocv3.ProcessingResponse, bool) {
 		return st.refuse(r)
 	}
 	schedStart := st.s.now()
-	res, err := st.rt.Scheduler.Process(st.ctx, req, cands)
+	req, fallbackModel, res, err := st.schedule(req, cands)
+	st.req, st.fallbackModel = req, fallbackModel
 	st.s.m.SchedulerE2E(st.s.now().Sub(schedStart))
 	if err != nil {
 		st.req = nil

@@ -60,6 +60,14 @@ type Runtime struct {
 	Scheduler *scheduling.Scheduler
 	// Format is the parser plugin's body format ("openai", "passthrough").
 	Format string
+	// FallbackChains are the configuration's fallbackChains: model →
+	// the models a retryably refused request is scheduled for next
+	// (fallback.go). Read-only.
+	FallbackChains map[string][]string
+	// AnthropicCacheControlInjection is the configuration's
+	// prefixRouting.anthropicCacheControlInjection (C-18,
+	// cachecontrol.go).
+	AnthropicCacheControlInjection bool
 }
 
 // EndpointView is a published, immutable view of the pool's endpoints
@@ -176,6 +184,9 @@ type Options struct {
 	// it in scheduling.Request.Headers. See "Trusted headers" in the
 	// package documentation.
 	ConformanceTestHeaders bool
+	// FallbackMetrics counts fallback chains taken
+	// (NewFallbackMetrics); nil counts nothing.
+	FallbackMetrics *FallbackMetrics
 	// Now is the clock of the request metrics; nil means time.Now. The body
 	// deadline always runs on the real clock.
 	Now func() time.Time

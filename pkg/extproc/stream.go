@@ -52,13 +52,16 @@ type stream struct {
 	// request body chunks it buffers, later the response chunks.
 	held int64
 
-	rt      *Runtime
-	parsed  requests.Parsed
-	req     *scheduling.Request
-	targets []*scheduling.Endpoint
-	target  *scheduling.Endpoint // where the request is counted: the served endpoint once known
-	stats   Stats
-	tokens  int64
+	rt     *Runtime
+	parsed requests.Parsed
+	req    *scheduling.Request
+	// fallbackModel is the model of the fallback chain the request was
+	// scheduled for, "" when it was not moved (fallback.go).
+	fallbackModel string
+	targets       []*scheduling.Endpoint
+	target        *scheduling.Endpoint // where the request is counted: the served endpoint once known
+	stats         Stats
+	tokens        int64
 
 	forwardedAt time.Time
 	firstByte   bool
@@ -317,6 +320,7 @@ func (st *stream) responseHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3
 			set = append(set, headerOption(ConformanceServed, served))
 		}
 	}
+	set = st.appendFallbackHeader(set)
 	if st.req != nil {
 		st.rt.Scheduler.ResponseReceived(st.ctx, st.req, &st.resp, st.target)
 	}

@@ -352,7 +352,12 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, fmt.Errorf("scraper: %w", err)
 	}
+	fallbacks, err := extproc.NewFallbackMetrics(s.reg)
+	if err != nil {
+		return nil, err
+	}
 	s.ext, err = extproc.New(extproc.Options{
+		FallbackMetrics:        fallbacks,
 		Runtime:                func() *extproc.Runtime { return s.gen.Load().runtime },
 		Endpoints:              func() extproc.EndpointView { return s.store.Snapshot() },
 		Stats:                  endpointStats,
@@ -430,7 +435,9 @@ func (s *Server) load(prev *generation) (*generation, error) {
 	for _, w := range slices.Concat(loaded.Warnings, plugins.ConfigWarnings(loaded)) {
 		s.log.Info("Configuration warning", "config", what, "warning", w)
 	}
-	gen := &generation{loaded: loaded, runtime: &extproc.Runtime{Scheduler: loaded.Scheduler, Format: "openai"}}
+	gen := &generation{loaded: loaded, runtime: &extproc.Runtime{Scheduler: loaded.Scheduler, Format: "openai",
+		FallbackChains:                 loaded.Config.FallbackChains,
+		AnthropicCacheControlInjection: loaded.Config.PrefixRouting != nil && loaded.Config.PrefixRouting.AnthropicCacheControlInjection}}
 	if loaded.Parser != nil {
 		gen.runtime.Format = loaded.Parser.Format()
 	}

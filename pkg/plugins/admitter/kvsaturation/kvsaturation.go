@@ -171,13 +171,34 @@ func healthy(e *scheduling.Endpoint, now time.Time) bool {
 	return ok
 }
 
-// Saturated reports whether every healthy candidate has fresh metrics
-// with a KV-cache usage above the threshold. With no healthy candidate it
-// is false: that is not this plugin's refusal to make.
-func (a *Admitter) Saturated(candidates []*scheduling.Endpoint) bool {
+// serves reports whether an endpoint serves model: it declares nothing
+// (then it serves every model, as for the served-model-filter), or model
+// is one of its names or aliases. An empty model is served everywhere.
+func serves(e *scheduling.Endpoint, model string) bool {
+	if model == "" {
+		return true
+	}
+	m, ok := scheduling.ModelsKey.Get(e)
+	if !ok || m == nil || len(m.Entries) == 0 {
+		return true
+	}
+	_, ok = m.Lookup(model)
+	return ok
+}
+
+// Saturated reports whether every healthy candidate that serves model
+// has fresh metrics with a KV-cache usage above the threshold. With no
+// such candidate it is false: that is not this plugin's refusal to make.
+// Candidates serving other models do not count: in a pool that serves
+// several models, an idle engine of another model must not admit a
+// request to saturated engines of its own.
+func (a *Admitter) Saturated(candidates []*scheduling.Endpoint, model string) bool {
 	now := a.now()
 	any := false
 	for _, e := range candidates {
+		if !serves(e, model) {
+			continue
+		}
 		// Health is looked up only where it changes the answer: for a
 		// candidate that is not saturated, and until one saturated
 		// candidate is known to be healthy.
@@ -196,7 +217,11 @@ func (a *Admitter) Saturated(candidates []*scheduling.Endpoint) bool {
 
 // Admit implements scheduling.Admitter.
 func (a *Admitter) Admit(_ context.Context, req *scheduling.Request, candidates []*scheduling.Endpoint) *scheduling.Refusal {
-	if !a.Saturated(candidates) {
+	model := ""
+	if req != nil {
+		model = req.TargetModel
+	}
+	if !a.Saturated(candidates, model) {
 		return nil
 	}
 	if !a.closed.Load() {

@@ -75,8 +75,25 @@ func TestC35_RefusesOnlyWhenEveryHealthyCandidateIsSaturated(t *testing.T) {
 			t.Errorf("%s: refusal = %+v", tc.name, r)
 		}
 	}
-	if got := counterValue(a.vec.WithLabelValues(Type, ReasonAdmissionReject)); got != 3 {
-		t.Fatalf("refusals counted = %v, want 3", got)
+	// Only the candidates serving the request's model count.
+	served := func(name, model string, usage float64) *scheduling.Endpoint {
+		return schedulingtest.Endpoint(name).KVCache(usage).UpdateTime(t0).Models(scheduling.ModelEntry{Name: model, Aliases: []string{model + "-alias"}}).Build()
+	}
+	mixed := []*scheduling.Endpoint{served("big-0", "big", 0.99), served("small-0", "small", 0.1), served("big-1", "big", 1)}
+	if r := a.Admit(context.Background(), &scheduling.Request{TargetModel: "big"}, mixed); r == nil {
+		t.Error("an idle engine of another model must not admit a request for saturated big")
+	}
+	if r := a.Admit(context.Background(), &scheduling.Request{TargetModel: "big-alias"}, mixed); r == nil {
+		t.Error("aliases resolve")
+	}
+	if r := a.Admit(context.Background(), &scheduling.Request{TargetModel: "small"}, mixed); r != nil {
+		t.Errorf("small is not saturated: %+v", r)
+	}
+	if r := a.Admit(context.Background(), &scheduling.Request{TargetModel: "other"}, mixed); r != nil {
+		t.Errorf("no candidate serves other: not this admitter's refusal: %+v", r)
+	}
+	if got := counterValue(a.vec.WithLabelValues(Type, ReasonAdmissionReject)); got != 5 {
+		t.Fatalf("refusals counted = %v, want 5", got)
 	}
 }
 
