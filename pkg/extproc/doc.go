@@ -26,8 +26,10 @@
 //   - answers with the request-headers response (x-gateway-destination-endpoint
 //     plus identical envoy.lb dynamic metadata, a comma-separated fallback
 //     list when the picker returns several endpoints, Content-Length of the
-//     possibly rewritten body) and then the body in streamed chunks of at
-//     most 62,000 bytes;
+//     possibly rewritten body: the model name, and with
+//     Runtime.AnthropicCacheControlInjection the cache_control breakpoints
+//     of a native Anthropic /v1/messages request, cachecontrol.go) and then
+//     the body in streamed chunks of at most 62,000 bytes;
 //   - on the response path reads the endpoint that served
 //     (envoy.lb x-gateway-destination-endpoint-served), the status and the
 //     token usage (JSON or SSE), rewrites the model name back to the one the

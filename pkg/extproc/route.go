@@ -96,6 +96,7 @@ func (st *stream) route(end bodyEnd) ([]*extprocv3.ProcessingResponse, bool) {
 		}
 		body = rewritten
 	}
+	body = st.injectCacheControl(body)
 	st.tokens = scheduling.EstimateTokens(req)
 	if st.s.opts.Stats != nil {
 		st.stats = st.s.opts.Stats(st.target)
