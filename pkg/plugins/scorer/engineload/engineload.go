@@ -150,12 +150,13 @@ func (s *Scorer) Consumes() []string { return []string{scheduling.PrefixMatchKey
 
 // DefaultProducer implements scheduling.DefaultProducer: without a
 // configured producer of the prefix match, the loader creates an
-// approx-prefix-cache-producer with its defaults.
+// approx-prefix-cache-producer with its defaults (no parameters, so a
+// prefix-cache-scorer's parameters win when both are configured).
 func (s *Scorer) DefaultProducer(key string) (string, []byte, bool) {
 	if key != scheduling.PrefixMatchKey.Name() {
 		return "", nil, false
 	}
-	return prefix.ProducerType, []byte("{}"), true
+	return prefix.ProducerType, nil, true
 }
 
 // EffectiveParams returns the parameters in use.

@@ -288,7 +288,7 @@ func TestParams(t *testing.T) {
 		}
 	}
 	s := newScorer(t, "")
-	if typ, params, ok := s.DefaultProducer(scheduling.PrefixMatchKey.Name()); !ok || typ != prefix.ProducerType || string(params) != "{}" {
+	if typ, params, ok := s.DefaultProducer(scheduling.PrefixMatchKey.Name()); !ok || typ != prefix.ProducerType || params != nil {
 		t.Fatalf("DefaultProducer = %q %s %v", typ, params, ok)
 	}
 	if s.Horizon() != 3*50*time.Millisecond {
