@@ -38,7 +38,7 @@ func BenchmarkDefaultProfileWithIssue12Terms(b *testing.B) {
 			}
 			now := time.Now()
 			eps := st.Endpoints(n, func(i int, e *st.EndpointBuilder) {
-				e.UpdateTime(now).Queue((i % 7) * 40).KVCache(float64(i%10) / 10).Label("switchyard.ai/total-slots", "256")
+				e.UpdateTime(now).Queue((i%7)*40).KVCache(float64(i%10)/10).Label("switchyard.ai/total-slots", "256")
 			})
 			prompts := make([][]byte, 64)
 			for g := range prompts {
