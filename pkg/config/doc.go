@@ -72,6 +72,16 @@
 // exactly what it built before strategies existed (a golden test holds it
 // to that for the default and the GIE v1.5 configurations).
 //
+// # Switchyard's own top-level sections
+//
+// Besides GIE's schema the document may hold fallbackChains (a model → the
+// ordered models a retryably refused request is scheduled for next; no
+// self, duplicate or cyclic entries, at most MaxFallbackChainLength per
+// chain, each problem under fallbackChains["model"][i]) and prefixRouting
+// (anthropicCacheControlInjection, C-18). Both are decoded as strictly as
+// the rest (fallback.go), render in the effective configuration, and are
+// read by the server, not by plugins.
+//
 // # Who imports it
 //
 // cmd/epp and the server. It imports pkg/scheduling and takes the plugin
