@@ -168,6 +168,9 @@ flowControl:
   defaultPriorityBand: {priority: 0, maxBytes: 1Gi, maxRequests: 10, fairnessPolicyRef: "", orderingPolicyRef: ""}
   priorityBands: [{priority: 1, maxBytes: 1Gi, maxRequests: 10, fairnessPolicyRef: "", orderingPolicyRef: ""}]
   usageLimitPolicyPluginRef: ""
+fallbackChains: {a: [b]}
+prefixRouting:
+  anthropicCacheControlInjection: true
 `
 	for _, k := range keys {
 		last := k[strings.LastIndex(k, ".")+1:]
