@@ -3,7 +3,10 @@
 // runs, a request is refused with 503, Retry-After and the reason
 // admission_reject when every healthy candidate reports, in fresh metrics,
 // a KV-cache usage above kvUsageThreshold (0.98), instead of piling work
-// onto engines about to preempt.
+// onto engines about to preempt. Only the candidates serving the request's
+// target model count (scheduling.ModelsKey; an endpoint that declares no
+// models serves every model), so an idle engine of another model does not
+// admit a request to the saturated engines of its own.
 //
 // A candidate whose metrics are stale (older than scrapeInterval ×
 // maxStalenessIntervals, the engine-load-picker's freshness rule, C-21) or
