@@ -7,11 +7,13 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/plugins/datalayer/coremetrics"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/engineload"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/leastcost"
+	engineloadscorer "github.com/switchyard-ai/switchyard/pkg/plugins/scorer/engineload"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
 // ConfigWarnings are the selection strategies' warnings that depend on the
-// configuration alone (C-19: EngineLoad without engine metrics). epp
+// configuration alone (C-19: EngineLoad without engine metrics; C-34: an
+// engine-load-scorer weight above the other scorers' weights). epp
 // validate prints them; the server logs them at start-up and on reload.
 // The warnings the loader itself records (Loaded.Warnings, such as
 // PrefixAwareHash with prefix routing disabled) are not repeated.
@@ -21,6 +23,10 @@ func ConfigWarnings(l *config.Loaded) []string {
 		if _, ok := l.Plugins[name].(*engineload.Picker); ok {
 			out = append(out, engineload.MetricsWarnings(name, dataLayer(l))...)
 		}
+	}
+	if l.Scheduler != nil {
+		// C-34: an engine-load-scorer weight that lifts its cap.
+		out = append(out, engineloadscorer.WeightWarnings(l.Scheduler.Profiles())...)
 	}
 	return out
 }

@@ -295,3 +295,30 @@ func TestParams(t *testing.T) {
 		t.Fatalf("default horizon %v", s.Horizon())
 	}
 }
+
+// C-34: a profile weight above the base weights lifts the cap, and says so.
+func TestC34_WeightWarnings(t *testing.T) {
+	s := newScorer(t, "")
+	mk := func(base, term float64) *scheduling.Profile {
+		scorers := []scheduling.WeightedScorer{{Scorer: s, Weight: term}}
+		if base > 0 {
+			scorers = append(scorers, scheduling.WeightedScorer{Scorer: ratioScorer{}, Weight: base})
+		}
+		p, err := scheduling.NewProfile("p", nil, scorers, firstPicker{}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	if w := WeightWarnings([]*scheduling.Profile{mk(7, 7), mk(1, 0.5)}); len(w) != 0 {
+		t.Fatalf("no warning expected: %v", w)
+	}
+	w := WeightWarnings([]*scheduling.Profile{mk(1, 2)})
+	if len(w) != 1 || !strings.Contains(w[0], "adds up to 0.6 of the base scale instead of engineLoadWeight 0.3; set its weight to 1") {
+		t.Fatalf("warnings = %v", w)
+	}
+	w = WeightWarnings([]*scheduling.Profile{mk(0, 1)})
+	if len(w) != 1 || !strings.Contains(w[0], "no base scorer") {
+		t.Fatalf("warnings = %v", w)
+	}
+}
