@@ -1,7 +1,8 @@
 // Package plugins holds Switchyard's in-tree plugins, one folder each under
-// filter/, scorer/, picker/, profile/, producer/, saturation/, health/
-// (eligibility: active health checks, circuit breaking), datalayer/ and
-// parser/, and InTree, the one list that registers them.
+// filter/, scorer/, picker/, profile/, producer/, saturation/, admitter/
+// (admission before any profile), health/ (eligibility: active health
+// checks, circuit breaking), datalayer/ and parser/, and InTree, the one
+// list that registers them.
 //
 // # Adding a plugin
 //

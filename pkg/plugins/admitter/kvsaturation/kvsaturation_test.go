@@ -161,22 +161,6 @@ func newHealth(p scheduling.ProbeState) *scheduling.EndpointHealth {
 	return h
 }
 
-func BenchmarkAdmit1000(b *testing.B) {
-	a := newAdmitter(b, "", prometheus.NewRegistry())
-	eps := make([]*scheduling.Endpoint, 1000)
-	for i := range eps {
-		eps[i] = kv(fmt.Sprintf("e%d", i), 0.99, 0)
-	}
-	ctx := context.Background()
-	req := &scheduling.Request{ID: "r"}
-	b.ReportAllocs()
-	for b.Loop() {
-		if a.Admit(ctx, req, eps) == nil {
-			b.Fatal("admitted")
-		}
-	}
-}
-
 func counterValue(c prometheus.Counter) float64 {
 	m := &dto.Metric{}
 	if err := c.Write(m); err != nil {

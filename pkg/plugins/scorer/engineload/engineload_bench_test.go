@@ -12,13 +12,19 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/scheduling/schedulingtest"
 )
 
-// BenchmarkScore1000 scores 1000 candidates, half of them holding the
-// prompt's prefix in the real producer's index, all declaring slots, with
-// the deadband open.
-func BenchmarkScore1000(b *testing.B) {
-	spec := make([]ep, 1000)
+// BenchmarkScore scores n candidates, half of them holding the prompt's
+// prefix in the real producer's index, all declaring slots, with the
+// deadband open.
+func BenchmarkScore(b *testing.B) {
+	for _, n := range []int{10, 100, 1000} {
+		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) { benchScore(b, n) })
+	}
+}
+
+func benchScore(b *testing.B, n int) {
+	spec := make([]ep, n)
 	for i := range spec {
-		spec[i] = ep{name: fmt.Sprintf("e%d", i), wait: i % 200, kv: float64(i%100) / 100, slots: 256}
+		spec[i] = ep{name: fmt.Sprintf("e%d", i), wait: (i * 37) % 200, kv: float64(i%100) / 100, slots: 256}
 	}
 	eps := build(spec)
 	pl, err := prefix.ProducerRegistration.Factory(prefix.ProducerType, json.RawMessage(`{"autoTune": false}`), schedulingtest.NewHandle(b))
