@@ -192,3 +192,23 @@ func TestMetricsLint(t *testing.T) {
 		t.Errorf("metric %s: %s", p.Metric, p.Text)
 	}
 }
+
+// C-21: the admitter's horizon follows the same rule as the scorer term's.
+func TestC21_HorizonFollowsTheHostScrapeInterval(t *testing.T) {
+	h := scheduling.NewHandle(scheduling.HandleOptions{Context: context.Background(), Registerer: prometheus.NewRegistry(), ScrapeInterval: 200 * time.Millisecond, Seed: 1})
+	pl, err := Registration.Factory(Type, json.RawMessage(`{"maxStalenessIntervals": 5}`), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a := pl.(*Admitter)
+	if a.Horizon() != time.Second {
+		t.Fatalf("horizon = %v, want 1s", a.Horizon())
+	}
+	a.now = func() time.Time { return t0 }
+	if a.Admit(context.Background(), nil, []*scheduling.Endpoint{kv("a", 1, time.Second)}) == nil {
+		t.Fatal("at the horizon the snapshot is fresh: refused")
+	}
+	if a.Admit(context.Background(), nil, []*scheduling.Endpoint{kv("a", 1, time.Second+time.Millisecond)}) != nil {
+		t.Fatal("past the horizon the snapshot is stale: not saturated")
+	}
+}

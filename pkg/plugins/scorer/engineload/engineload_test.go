@@ -322,3 +322,24 @@ func TestC34_WeightWarnings(t *testing.T) {
 		t.Fatalf("warnings = %v", w)
 	}
 }
+
+// C-21: the horizon is the scrape interval (the host's, unless the
+// parameters name one) × maxStalenessIntervals, the same rule as the
+// engine-load-picker's and the kv-saturation-admitter's.
+func TestC21_HorizonFollowsTheHostScrapeInterval(t *testing.T) {
+	h := scheduling.NewHandle(scheduling.HandleOptions{Context: context.Background(), ScrapeInterval: 200 * time.Millisecond, Seed: 1})
+	pl, err := Registration.Factory(Type, json.RawMessage(`{"maxStalenessIntervals": 5}`), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pl.(*Scorer).Horizon(); got != time.Second {
+		t.Fatalf("horizon = %v, want 1s", got)
+	}
+	pl, err = Registration.Factory(Type, json.RawMessage(`{"scrapeInterval": "1s"}`), h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := pl.(*Scorer).Horizon(); got != 3*time.Second {
+		t.Fatalf("horizon = %v, want 3s (the parameters' interval wins)", got)
+	}
+}
