@@ -38,6 +38,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/runningrequests"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/sessionaffinity"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/tokenload"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/usageweight"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
@@ -95,5 +96,7 @@ func InTree() *scheduling.Registry {
 		prefixawarehash.Registration,
 		engineload.Registration,
 		leastcost.Registration,
+		// issue 12: usage weight and quota-aware observation
+		usageweight.Registration,
 	)
 }
