@@ -211,11 +211,11 @@ func TestC38_DecisionMetrics(t *testing.T) {
 		score(s, req, eps...)
 		pre(s, req, chosen)
 	}
-	run(a, a, b)    // equal: no_differentiation{a}
-	run(c, c)       // no_declaration{c}
+	run(a, a, b) // equal: no_differentiation{a}
+	run(c, c)    // no_declaration{c}
 	complete(s, a, 100)
-	run(b, a, b) // b leads and is chosen: applied{b}
-	run(a, a, b) // b leads, a chosen (another term): not counted
+	run(b, a, b)                                                                    // b leads and is chosen: applied{b}
+	run(a, a, b)                                                                    // b leads, a chosen (another term): not counted
 	s.PreRequest(context.Background(), &scheduling.Request{}, &scheduling.Result{}) // scorer did not run: nothing
 
 	assert.Equal(t, map[string]float64{
