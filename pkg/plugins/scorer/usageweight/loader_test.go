@@ -189,4 +189,3 @@ func counter(t *testing.T, reg *prometheus.Registry, name, backend, reason strin
 	}
 	return -1
 }
-
