@@ -189,3 +189,60 @@ func counter(t *testing.T, reg *prometheus.Registry, name, backend, reason strin
 	}
 	return -1
 }
+
+// TestC39_ValidateWarnings: epp validate (plugins.EndpointWarnings) warns
+// when the term is on and no endpoint declares limits, and when endpoints
+// declare limits with the term off; not otherwise.
+func TestC39_ValidateWarnings(t *testing.T) {
+	on := load(t, withTerm, prometheus.NewRegistry(), nil)
+	defer on.Close()
+	off := load(t, withoutTerm, prometheus.NewRegistry(), nil)
+	defer off.Close()
+	plain := pool(0)
+	declared := pool(1000)
+
+	w := plugins.EndpointWarnings(on, plain)
+	require.Len(t, w, 1)
+	assert.Contains(t, w[0], `usage-weight-scorer "usage-weight-scorer" is in a scheduling profile, but no endpoint declares providerTpm or providerRpm`)
+	assert.Contains(t, w[0], "quotaAware")
+	assert.Empty(t, plugins.EndpointWarnings(on, declared))
+
+	w = plugins.EndpointWarnings(off, declared)
+	require.Len(t, w, 1)
+	assert.Contains(t, w[0], "endpoints ep-0, ep-1 declare providerTpm/providerRpm, but no scheduling profile uses a usage-weight-scorer")
+	assert.Empty(t, plugins.EndpointWarnings(off, plain))
+
+	// Weight 0 in the profile is off.
+	zero := load(t, head+`plugins:
+  - type: usage-weight-scorer
+  - type: strategy-picker
+schedulingProfiles:
+  - name: default
+    plugins:
+      - pluginRef: usage-weight-scorer
+        weight: 0
+      - pluginRef: strategy-picker
+`, prometheus.NewRegistry(), nil)
+	defer zero.Close()
+	assert.Len(t, plugins.EndpointWarnings(zero, declared), 1)
+	many := schedulingtest.Endpoints(7, func(_ int, b *schedulingtest.EndpointBuilder) { b.Attr(usageweight.ProviderRPMAttribute, 5) })
+	assert.Contains(t, plugins.EndpointWarnings(off, many)[0], "ep-0, ep-1, ep-2, ep-3, ep-4 and 2 more")
+}
+
+// TestC39_ParameterErrorsHaveFieldPaths: weight and stalenessInterval
+// errors name the plugin and the field.
+func TestC39_ParameterErrorsHaveFieldPaths(t *testing.T) {
+	_, err := config.Load([]byte(head+`plugins:
+  - type: usage-weight-scorer
+    parameters: {weight: 2, stalenessInterval: 2h}
+  - type: strategy-picker
+schedulingProfiles:
+  - name: default
+    plugins:
+      - pluginRef: usage-weight-scorer
+      - pluginRef: strategy-picker
+`), config.Options{Registry: plugins.InTree(), Context: context.Background()})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `plugins[0] "usage-weight-scorer" (usage-weight-scorer): parameters: weight: must be a finite number in 0..1, got 2`)
+	assert.Contains(t, err.Error(), "stalenessInterval: must be 1s..1h, got 2h0m0s")
+}
