@@ -82,6 +82,8 @@ type Observation struct {
 	// Headers are the recognised headers as received (values cut to 64
 	// bytes), for the admin API; at most len(headers) entries.
 	Headers map[string]string
+
+	at int64 // At in Unix nanoseconds
 }
 
 // Axis returns the named axis (AxisRequests or AxisTokens).
@@ -124,9 +126,9 @@ func ParseRateLimitHeaders(h map[string]string, at time.Time) (o Observation, ok
 		}
 	}
 	if o.Headers == nil {
-		return Observation{At: at}, false
+		return Observation{At: at, at: at.UnixNano()}, false
 	}
-	o.At = at
+	o.At, o.at = at, at.UnixNano()
 	for a := range 2 {
 		ax := o.axis(a)
 		for p := range numParts {

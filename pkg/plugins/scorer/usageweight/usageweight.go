@@ -160,6 +160,7 @@ type endpointState struct {
 	tokens        atomic.Int64
 	requests      atomic.Int64
 	obs           atomic.Pointer[Observation]
+	decl          atomic.Pointer[declaration]
 	series        [len(reasonsAll)]atomic.Pointer[prometheus.Counter]
 }
 
@@ -168,6 +169,29 @@ type endpointState struct {
 var reasonsAll = [...]string{ReasonApplied, ReasonNoDeclaration, ReasonNoDifferentiation, QuotaObservedUsed, QuotaStale, QuotaAbsent, QuotaUnusable}
 
 const quotaBase = 3
+
+// declaration caches an endpoint snapshot's declared limits (snapshots
+// are immutable, so the attributes are read once per snapshot).
+type declaration struct {
+	ep       *scheduling.Endpoint
+	tpm, rpm int
+}
+
+// limits returns e's declared providerTpm and providerRpm (0: none),
+// from st's cache when st has seen this snapshot.
+func limits(e *scheduling.Endpoint, st *endpointState) (tpm, rpm int) {
+	if st != nil {
+		if d := st.decl.Load(); d != nil && d.ep == e {
+			return d.tpm, d.rpm
+		}
+	}
+	tpm, _ = providerTPMKey.Get(e)
+	rpm, _ = providerRPMKey.Get(e)
+	if st != nil {
+		st.decl.Store(&declaration{ep: e, tpm: tpm, rpm: rpm})
+	}
+	return tpm, rpm
+}
 
 // decision is what Score found, kept on the request for PreRequest.
 type decision struct {
@@ -323,7 +347,7 @@ func (s *Scorer) remaining(e *scheduling.Endpoint, st *endpointState, now time.T
 	var reqR, tokR float64
 	var hasReq, hasTok bool
 	if s.quota && st != nil {
-		if o := st.obs.Load(); o != nil && now.Sub(o.At) <= s.ttl {
+		if o := st.obs.Load(); o != nil && now.UnixNano()-o.at <= int64(s.ttl) {
 			if o.Requests.Usable {
 				reqR, hasReq = o.Requests.Ratio, true
 			}
@@ -333,19 +357,16 @@ func (s *Scorer) remaining(e *scheduling.Endpoint, st *endpointState, now time.T
 		}
 	}
 	if !hasReq || !hasTok {
+		tpm, rpm := limits(e, st)
 		var usedTok, usedReq int64
-		if st != nil {
+		if st != nil && (tpm > 0 || rpm > 0) {
 			usedTok, usedReq = st.used(win)
 		}
-		if !hasReq {
-			if rpm, ok := providerRPMKey.Get(e); ok && rpm > 0 {
-				reqR, hasReq = clamp01(float64(int64(rpm)-usedReq)/float64(rpm)), true
-			}
+		if !hasReq && rpm > 0 {
+			reqR, hasReq = clamp01(float64(int64(rpm)-usedReq)/float64(rpm)), true
 		}
-		if !hasTok {
-			if tpm, ok := providerTPMKey.Get(e); ok && tpm > 0 {
-				tokR, hasTok = clamp01(float64(int64(tpm)-usedTok)/float64(tpm)), true
-			}
+		if !hasTok && tpm > 0 {
+			tokR, hasTok = clamp01(float64(int64(tpm)-usedTok)/float64(tpm)), true
 		}
 	}
 	switch {
@@ -436,7 +457,7 @@ func (s *Scorer) quotaReason(st *endpointState, now time.Time) string {
 	switch {
 	case o == nil:
 		return QuotaAbsent
-	case now.Sub(o.At) > s.ttl:
+	case now.UnixNano()-o.at > int64(s.ttl):
 		return QuotaStale
 	case o.Requests.Usable || o.Tokens.Usable:
 		return QuotaObservedUsed
@@ -482,7 +503,7 @@ func (s *Scorer) ResponseReceived(_ context.Context, _ *scheduling.Request, resp
 	o, ok := ParseRateLimitHeaders(resp.Headers, now)
 	if !ok {
 		if st := s.lookup(target); st != nil && st.obs.Load() != nil {
-			st.obs.Store(&Observation{At: now})
+			st.obs.Store(&Observation{At: now, at: now.UnixNano()})
 		}
 		return
 	}
