@@ -183,3 +183,27 @@ func FuzzParseRateLimitHeaders(f *testing.F) {
 		}
 	})
 }
+
+// TestC51_EndpointStats: the admin API's view of an endpoint: the window,
+// the declarations, the share left and the quota snapshot.
+func TestC51_EndpointStats(t *testing.T) {
+	s, c, _ := newScorer(t, quotaParams())
+	a := ep("a", 1000, 0)
+	complete(s, a, 250)
+	c.advance(5 * time.Second)
+	received(s, a, map[string]string{"x-ratelimit-limit-requests": "10", "x-ratelimit-remaining-requests": "4", "x-ratelimit-remaining-tokens": "7"})
+	c.advance(2 * time.Second)
+	st := s.EndpointStats(a)
+	require.NotNil(t, st.Remaining)
+	assert.InDelta(t, 0.4, *st.Remaining, 1e-12)
+	assert.InDelta(t, 0.08, st.Score, 1e-12)
+	assert.Equal(t, UsageStats{Scorer: Type, ProviderTPM: 1000, WindowStart: at, WindowSeconds: 60, WindowTokens: 250, WindowRequests: 1,
+		Remaining: st.Remaining, Score: st.Score, QuotaAware: true, Quota: &QuotaStats{
+			ObservedAt: at.Add(5 * time.Second), AgeSeconds: 2, TTLSeconds: 60, Fresh: true,
+			Axes:    map[string]QuotaAxis{AxisRequests: {Ratio: 0.4}},
+			Headers: map[string]string{"x-ratelimit-limit-requests": "10", "x-ratelimit-remaining-requests": "4", "x-ratelimit-remaining-tokens": "7"},
+		}}, st)
+	none := s.EndpointStats(ep("b", 0, 0))
+	assert.Nil(t, none.Remaining)
+	assert.Nil(t, none.Quota)
+}
