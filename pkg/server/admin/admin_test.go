@@ -57,7 +57,7 @@ func source(t *testing.T) (*fakeSource, *usageweight.Scorer) {
 	src := &fakeSource{
 		pool: Pool{Synced: true, Endpoints: eps,
 			OutOfRotation: func(e *scheduling.Endpoint) string { return "" },
-			Stale: func(*scheduling.Endpoint) bool { return false }},
+			Stale:         func(*scheduling.Endpoint) bool { return false }},
 		plugins: map[string]scheduling.Plugin{"usage": us, "prefix": pk},
 	}
 	return src, us
