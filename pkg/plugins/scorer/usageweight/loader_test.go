@@ -2,6 +2,8 @@ package usageweight_test
 
 import (
 	"context"
+	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
@@ -10,6 +12,8 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard-ai/switchyard/pkg/config"
+	"github.com/switchyard-ai/switchyard/pkg/datastore"
+	"github.com/switchyard-ai/switchyard/pkg/datastore/endpointsfile"
 	"github.com/switchyard-ai/switchyard/pkg/plugins"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/usageweight"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
@@ -245,4 +249,38 @@ schedulingProfiles:
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), `plugins[0] "usage-weight-scorer" (usage-weight-scorer): parameters: weight: must be a finite number in 0..1, got 2`)
 	assert.Contains(t, err.Error(), "stalenessInterval: must be 1s..1h, got 2h0m0s")
+}
+
+// TestC39_MixedPoolSampleValidates: config/samples/usage-weight-mixed-pool.yaml
+// with its example endpoints passes `epp validate --endpoints-file` clean
+// (no loader, configuration or endpoint warning).
+func TestC39_MixedPoolSampleValidates(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "config", "samples", "usage-weight-mixed-pool.yaml"))
+	require.NoError(t, err)
+	l := load(t, string(doc), prometheus.NewRegistry(), nil)
+	defer l.Close()
+	data, err := os.ReadFile(filepath.Join("testdata", "mixed-endpoints.yaml"))
+	require.NoError(t, err)
+	specs, err := endpointsfile.Parse(data)
+	require.NoError(t, err)
+	store := datastore.New(datastore.Options{})
+	require.NoError(t, store.Replace(specs))
+	eps := store.Snapshot().All()
+	assert.Empty(t, l.Warnings)
+	assert.Empty(t, plugins.ConfigWarnings(l))
+	assert.Empty(t, plugins.EndpointWarnings(l, eps))
+	s := l.Plugins[usageweight.Type].(*usageweight.Scorer)
+	assert.True(t, s.QuotaAware())
+	assert.Equal(t, 30*time.Second, s.TTLDuration())
+	// The providers take part, the engines do not.
+	scores := make([]float64, len(eps))
+	s.Score(context.Background(), nil, eps, scores)
+	got := map[string]float64{}
+	for i, e := range eps {
+		got[e.Name()] = scores[i]
+	}
+	assert.Equal(t, map[string]float64{"vllm-0": 0, "vllm-1": 0, "provider-a": 0.2, "provider-b": 0.2}, got)
+	// The declarations reach the attributes the scorer reads.
+	assert.Equal(t, datastore.ProviderTPMKey.Name(), usageweight.ProviderTPMAttribute)
+	assert.Equal(t, datastore.ProviderRPMKey.Name(), usageweight.ProviderRPMAttribute)
 }
