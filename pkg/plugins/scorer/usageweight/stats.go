@@ -71,7 +71,7 @@ func (s *Scorer) EndpointStats(e *scheduling.Endpoint) UsageStats {
 	if st != nil {
 		out.WindowTokens, out.WindowRequests = st.used(win)
 	}
-	if r, ok := s.remaining(e, st, now, win); ok {
+	if r, ok := s.remaining(e, st, now.UnixNano(), win); ok {
 		out.Remaining = &r
 		out.Score = s.weight * r
 	}

@@ -343,11 +343,11 @@ func (st *endpointState) add(win, tokens int64) {
 // per axis, a fresh observation (quota-aware on) or else the declared
 // limit minus the metered use, clamp((limit − used)/limit, 0, 1); the
 // smaller axis counts. An endpoint with neither takes no part.
-func (s *Scorer) remaining(e *scheduling.Endpoint, st *endpointState, now time.Time, win int64) (float64, bool) {
+func (s *Scorer) remaining(e *scheduling.Endpoint, st *endpointState, now int64, win int64) (float64, bool) {
 	var reqR, tokR float64
 	var hasReq, hasTok bool
 	if s.quota && st != nil {
-		if o := st.obs.Load(); o != nil && now.UnixNano()-o.at <= int64(s.ttl) {
+		if o := st.obs.Load(); o != nil && now-o.at <= int64(s.ttl) {
 			if o.Requests.Usable {
 				reqR, hasReq = o.Requests.Ratio, true
 			}
@@ -391,15 +391,19 @@ func clamp01(v float64) float64 { return min(max(v, 0), 1) }
 func (s *Scorer) Score(_ context.Context, req *scheduling.Request, endpoints []*scheduling.Endpoint, scores []float64) {
 	now := s.now()
 	win := s.windowIndex(now)
+	nowNano := now.UnixNano()
 	states := *s.states.Load()
 	best, second := -1.0, -1.0
 	top := -1
 	for i, e := range endpoints {
 		st := states[e.Key()]
-		if st != nil && st.hostPort != e.HostPort() {
-			st = nil
+		if st != nil {
+			// A state seen with this very snapshot has its address.
+			if d := st.decl.Load(); (d == nil || d.ep != e) && st.hostPort != e.HostPort() {
+				st = nil
+			}
 		}
-		r, ok := s.remaining(e, st, now, win)
+		r, ok := s.remaining(e, st, nowNano, win)
 		if !ok {
 			continue
 		}
