@@ -73,3 +73,26 @@ func TestParseRateLimit(t *testing.T) {
 		assert.Error(t, err, bad)
 	}
 }
+
+// FuzzParseRateLimit: any flag value gives a valid budget or an error,
+// never a panic; an accepted budget has both values of an axis or neither.
+func FuzzParseRateLimit(f *testing.F) {
+	for _, s := range []string{"requests=2/100", "tokens=1/2,requests=3/4", "", "requests=-1/2", "requests=1/2,requests=1/2", "tokens= 9 / 10 ,"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		rl, err := ParseRateLimit(s)
+		if err != nil {
+			return
+		}
+		if rl.Validate() != nil {
+			t.Fatalf("accepted an invalid budget %+v", rl)
+		}
+		if (rl.LimitRequests < 0) != (rl.RemainingRequests < 0) || (rl.LimitTokens < 0) != (rl.RemainingTokens < 0) {
+			t.Fatalf("half an axis: %+v", rl)
+		}
+		if rl.LimitRequests < 0 && rl.LimitTokens < 0 {
+			t.Fatalf("no axis: %+v", rl)
+		}
+	})
+}
