@@ -15,6 +15,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
@@ -553,13 +554,14 @@ func (s *Scorer) prune(pool []*scheduling.Endpoint) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	cur := *s.states.Load()
-	if len(cur) == 0 {
-		return
-	}
 	live := make(map[string]string, len(pool))
 	for _, e := range pool {
 		live[e.Key()] = e.HostPort()
 	}
+	// Series of endpoints that left, also those an earlier instance
+	// (replaced by a reload) created and this one never touched.
+	sweep(s.usageVec, live)
+	sweep(s.quotaVec, live)
 	var next map[string]*endpointState
 	for k, st := range cur {
 		if hp, ok := live[k]; ok && hp == st.hostPort {
@@ -576,6 +578,34 @@ func (s *Scorer) prune(pool []*scheduling.Endpoint) {
 	}
 	if next != nil {
 		s.states.Store(&next)
+	}
+}
+
+// sweep deletes vec's series whose backend is not in live.
+func sweep(vec *prometheus.CounterVec, live map[string]string) {
+	ch := make(chan prometheus.Metric, 64)
+	go func() { vec.Collect(ch); close(ch) }()
+	var gone [][2]string
+	for m := range ch {
+		var d dto.Metric
+		if m.Write(&d) != nil {
+			continue
+		}
+		var backend, reason string
+		for _, l := range d.GetLabel() {
+			switch l.GetName() {
+			case "backend":
+				backend = l.GetValue()
+			case "reason":
+				reason = l.GetValue()
+			}
+		}
+		if _, ok := live[backend]; !ok {
+			gone = append(gone, [2]string{backend, reason})
+		}
+	}
+	for _, g := range gone {
+		vec.DeleteLabelValues(g[0], g[1])
 	}
 }
 

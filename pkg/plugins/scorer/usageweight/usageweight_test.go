@@ -335,3 +335,23 @@ func label(m *dto.Metric, name string) string {
 	}
 	return ""
 }
+
+// TestC38_SweepSeriesOfEarlierInstances: after a reload replaced the
+// instance under another name (its series kept for the type), the new
+// instance's pool watch still deletes the series of endpoints that left.
+func TestC38_SweepSeriesOfEarlierInstances(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	h := scheduling.NewHandle(scheduling.HandleOptions{Registerer: reg})
+	old, err := New("old", DefaultParams(), h)
+	require.NoError(t, err)
+	a, b := ep("a", 10, 0), ep("b", 10, 0)
+	req := &scheduling.Request{}
+	score(old, req, a)
+	pre(old, req, a)
+	next, err := New("next", DefaultParams(), h)
+	require.NoError(t, err)
+	old.Close(scheduling.CloseInfo{TypeServes: true})
+	require.Len(t, counts(t, reg), 1, "kept for the type")
+	next.prune([]*scheduling.Endpoint{b})
+	assert.Empty(t, counts(t, reg))
+}
