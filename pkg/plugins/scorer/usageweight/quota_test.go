@@ -136,6 +136,12 @@ func TestC40_SnapshotLifecycle(t *testing.T) {
 	received(s, a, map[string]string{})
 	assert.Equal(t, QuotaUnusable, reason(a), "headers gone: the old numbers are not current")
 	received(s, a, openAI("10", "9"))
+	// A transport error or a client gone away ends the attempt without a
+	// response: ResponseComplete alone never touches the snapshot.
+	before := s.lookup(a).obs.Load()
+	s.ResponseComplete(context.Background(), nil, &scheduling.Response{Disconnected: true}, a)
+	s.ResponseComplete(context.Background(), nil, &scheduling.Response{StatusCode: 502}, a)
+	assert.Same(t, before, s.lookup(a).obs.Load())
 	c.advance(time.Minute + time.Nanosecond)
 	assert.Equal(t, QuotaStale, reason(a))
 
