@@ -133,9 +133,11 @@ func TestC40_SnapshotLifecycle(t *testing.T) {
 	assert.Equal(t, QuotaUnusable, reason(a))
 	assert.Equal(t, 0.0, score(s, nil, a)[0])
 	received(s, a, openAI("10", "9"))
-	received(s, a, map[string]string{})
-	assert.Equal(t, QuotaUnusable, reason(a), "headers gone: the old numbers are not current")
-	received(s, a, openAI("10", "9"))
+	received(s, a, map[string]string{"content-type": "application/json"})
+	assert.InDelta(t, 0.2*0.9, score(s, nil, a)[0], 1e-12, "a response without rate-limit headers leaves the snapshot")
+	// The gateway's own reply (a connect failure, a timeout) is not a response of the endpoint.
+	received(s, a, map[string]string{"x-switchyard-reason": "upstream_connect_failure", "x-ratelimit-limit-requests": "10", "x-ratelimit-remaining-requests": "0"})
+	assert.InDelta(t, 0.2*0.9, score(s, nil, a)[0], 1e-12)
 	// A transport error or a client gone away ends the attempt without a
 	// response: ResponseComplete alone never touches the snapshot.
 	before := s.lookup(a).obs.Load()

@@ -495,25 +495,31 @@ func indexOf(reason string) int {
 }
 
 // ResponseReceived implements scheduling.ResponseReceived: with
-// quota-aware observation on, the response's rate-limit headers replace
-// the endpoint's snapshot. It runs only for responses that arrived, never
-// for transport errors. A response without any recognised header replaces
-// an existing snapshot with an empty one (the provider no longer reports)
-// and creates none.
+// quota-aware observation on, a response carrying rate-limit headers
+// replaces the endpoint's snapshot. Only responses that arrived from the
+// endpoint count: the hook never runs for a request that got no response,
+// and a reply the gateway generated itself (a connect failure or a
+// timeout, marked by its x-switchyard-reason header; Envoy's local replies
+// carry no rate-limit headers) is ignored. A response without any
+// recognised header leaves the snapshot as it is (it ages out with the
+// TTL) and creates none.
 func (s *Scorer) ResponseReceived(_ context.Context, _ *scheduling.Request, resp *scheduling.Response, target *scheduling.Endpoint) {
 	if !s.quota || resp == nil || target == nil || s.closed.Load() {
 		return
 	}
-	now := s.now()
-	o, ok := ParseRateLimitHeaders(resp.Headers, now)
+	if _, local := resp.Headers[gatewayReasonHeader]; local {
+		return
+	}
+	o, ok := ParseRateLimitHeaders(resp.Headers, s.now())
 	if !ok {
-		if st := s.lookup(target); st != nil && st.obs.Load() != nil {
-			st.obs.Store(&Observation{At: now, at: now.UnixNano()})
-		}
 		return
 	}
 	s.stateFor(target).obs.Store(&o)
 }
+
+// gatewayReasonHeader marks the replies the gateway generates itself
+// (pkg/gateway's ReasonHeader).
+const gatewayReasonHeader = "x-switchyard-reason"
 
 // ResponseComplete implements scheduling.ResponseComplete: a completed
 // attempt that reported usage is metered (its total tokens, one request)
