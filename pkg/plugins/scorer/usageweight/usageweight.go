@@ -295,6 +295,10 @@ func (s *Scorer) stateFor(e *scheduling.Endpoint) *endpointState {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.closed.Load() {
+		// A request of the old configuration after Close: keep nothing.
+		return &endpointState{key: e.Key(), hostPort: e.HostPort()}
+	}
 	cur := *s.states.Load()
 	if st := cur[e.Key()]; st != nil && st.hostPort == e.HostPort() {
 		return st
@@ -471,6 +475,9 @@ func (s *Scorer) quotaReason(st *endpointState, now time.Time) string {
 }
 
 func (s *Scorer) inc(st *endpointState, reason string) {
+	if s.closed.Load() {
+		return
+	}
 	i := indexOf(reason)
 	c := st.series[i].Load()
 	if c == nil {
