@@ -63,15 +63,34 @@ func BenchmarkDefaultProfileWithUsageWeight(b *testing.B) {
 				loaded.Scheduler.ResponseReceived(ctx, req, resp, e)
 				loaded.Scheduler.ResponseComplete(ctx, req, resp, e)
 			}
-			text := []byte(strings.Repeat("a shared system prompt of the benchmark ", 50))
+			// As pkg/config's BenchmarkDefaultProfile: 4 KB prompts of 64
+			// groups sharing a 2 KB prefix, each group routed once before.
+			prompts := make([][]byte, 64)
+			for g := range prompts {
+				prompts[g] = append(prompt(fmt.Sprintf("group-%d", g), 2048), prompt(fmt.Sprintf("tail-%d", g), 2048)...)
+				req := &scheduling.Request{ID: "warm", Model: "m", TargetModel: "m", Prompt: scheduling.Prompt{Text: prompts[g]}}
+				if _, err := loaded.Scheduler.Process(ctx, req, eps); err != nil {
+					b.Fatal(err)
+				}
+			}
 			b.ReportAllocs()
 			b.ResetTimer()
-			for b.Loop() {
-				req := &scheduling.Request{ID: "r", Model: "m", TargetModel: "m", Prompt: scheduling.Prompt{Text: text}}
+			for i := 0; b.Loop(); i++ {
+				req := &scheduling.Request{ID: "r", Model: "m", TargetModel: "m", Prompt: scheduling.Prompt{Text: prompts[i%64]}}
 				if _, err := loaded.Scheduler.Process(ctx, req, eps); err != nil {
 					b.Fatal(err)
 				}
 			}
 		})
 	}
+}
+
+func prompt(seed string, n int) []byte {
+	var b strings.Builder
+	for b.Len() < n {
+		b.WriteString(seed)
+		b.WriteString(strings.Repeat("-", 63-len(seed)))
+		b.WriteByte('\n')
+	}
+	return []byte(b.String()[:n])
 }
