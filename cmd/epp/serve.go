@@ -32,6 +32,7 @@ type serveFlags struct {
 	grpcPort, healthPort, metricsPort int
 	grpcBind, healthBind, metricsBind string
 	metricsTokenFile                  string
+	adminTokenFile                    string
 	grpcMaxStreams                    uint
 	grpcMaxConnIdle, grpcMaxConnAge   time.Duration
 	grpcMaxConnAgeGrace               time.Duration
@@ -80,6 +81,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.metricsBind, "metrics-bind-address", "", "IP address the metrics listener binds (default: every interface); the port is --metrics-port")
 	fs.BoolVar(&f.metricsAuth, "metrics-endpoint-auth", true, "Kubernetes mode: the metrics port (/metrics, /debug/*) requires a bearer token allowed by a TokenReview and a SubjectAccessReview (GET on the path); not enforced in standalone mode, which has no API server (see --metrics-token-file)")
 	fs.StringVar(&f.metricsTokenFile, "metrics-token-file", "", "file holding a bearer token that every request to the metrics port must carry (Authorization: Bearer ...); watched for rotation (a file that becomes unreadable or invalid keeps the last good token: revoke by writing a new one). Turns on /debug/endpoints. For standalone mode, or Kubernetes mode with --metrics-endpoint-auth=false")
+	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "file holding a bearer token that turns on the admin API (/admin/backends, /admin/stats/backends, /admin/backends/{name}/engine-stats, /admin/prefix-routing/stats on the metrics port) and that its requests must carry (Authorization: Bearer ...); watched for rotation. Without it the admin API is served only in Kubernetes mode behind --metrics-endpoint-auth, and answers 404 otherwise")
 	fs.BoolVar(&f.pprof, "enable-pprof", d.EnablePprof, "serve /debug/pprof/ on the metrics port (GIE's default is true; Switchyard's is false); needs --metrics-token-file or --metrics-endpoint-auth")
 	fs.UintVar(&f.grpcMaxStreams, "grpc-max-concurrent-streams", uint(d.GRPCMaxConcurrentStreams), "most ext_proc streams (HTTP requests) one gRPC connection carries at a time; a proxy opens more connections beyond")
 	fs.DurationVar(&f.grpcMaxConnIdle, "grpc-max-connection-idle", d.GRPCMaxConnectionIdle, "close (GOAWAY) an ext_proc connection that carried no stream for this long; 0: never")
@@ -278,6 +280,7 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 		GRPCAddr:                         net.JoinHostPort(strings.Trim(f.grpcBind, "[]"), strconv.Itoa(f.grpcPort)),
 		HealthAddr:                       net.JoinHostPort(strings.Trim(f.healthBind, "[]"), strconv.Itoa(f.healthPort)),
 		MetricsTokenFile:                 f.metricsTokenFile,
+		AdminTokenFile:                   f.adminTokenFile,
 		GRPCMaxConcurrentStreams:         uint32(f.grpcMaxStreams),
 		GRPCMaxConnectionIdle:            f.grpcMaxConnIdle,
 		GRPCMaxConnectionAge:             f.grpcMaxConnAge,

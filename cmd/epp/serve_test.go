@@ -115,4 +115,10 @@ func TestServeFlagDefaults(t *testing.T) {
 	require.Equal(t, "[::1]:9090", cfg.MetricsAddr)
 	require.True(t, cfg.EnablePprof)
 	require.Equal(t, "tok", cfg.MetricsTokenFile)
+	require.Empty(t, cfg.AdminTokenFile, "the admin API is off by default")
+
+	f, fs = parse("--endpoints-file", "e.yaml", "--admin-token-file", "admin-tok")
+	cfg, err = f.serverConfig(fs, logr.Discard())
+	require.NoError(t, err)
+	require.Equal(t, "admin-tok", cfg.AdminTokenFile)
 }

@@ -43,6 +43,7 @@ type settings struct {
 	errorRate    float64
 	extraLatency time.Duration
 	metricsFault string
+	rateLimit    string
 	verbosity    int
 }
 
@@ -90,6 +91,7 @@ func parseFlags(args []string, output io.Writer) (modelsim.Config, settings, err
 	fs.Float64Var(&st.errorRate, "error-rate", 0, "fraction of generation requests answered 500 (0..1)")
 	fs.DurationVar(&st.extraLatency, "extra-latency", 0, "delay added before every generation request (not scaled by --time-scale)")
 	fs.StringVar(&st.metricsFault, "metrics-fault", "ok", "how /metrics misbehaves: ok, garbage, slow, 500, or nan, inf, negative (valid metrics whose load gauges read NaN, +Inf or -5)")
+	fs.StringVar(&st.rateLimit, "ratelimit", "", "answer generation requests with OpenAI x-ratelimit-{limit,remaining}-{requests,tokens} headers from this budget: requests=REMAINING/LIMIT and/or tokens=REMAINING/LIMIT (e.g. requests=2/100); changed at run time with PUT "+modelsim.RateLimitPath+" (JSON), off with DELETE")
 	if err := fs.Parse(args); err != nil {
 		return cfg, st, err
 	}
@@ -108,6 +110,11 @@ func parseFlags(args []string, output io.Writer) (modelsim.Config, settings, err
 	}
 	if _, err := modelsim.ParseMetricsFault(st.metricsFault); err != nil {
 		errs = append(errs, fmt.Errorf("--metrics-fault: %w", err))
+	}
+	if st.rateLimit != "" {
+		if _, err := modelsim.ParseRateLimit(st.rateLimit); err != nil {
+			errs = append(errs, fmt.Errorf("--ratelimit: %w", err))
+		}
 	}
 	if err := cfg.Validate(); err != nil {
 		errs = append(errs, err)
@@ -155,6 +162,10 @@ func serve(ctx context.Context, cfg modelsim.Config, st settings, log logr.Logge
 	s.SetErrorRate(st.errorRate)
 	s.SetExtraLatency(st.extraLatency)
 	s.SetMetricsFault(fault)
+	if st.rateLimit != "" {
+		rl, _ := modelsim.ParseRateLimit(st.rateLimit)
+		s.SetRateLimit(&rl)
+	}
 	log.Info("modelsim listening", "addr", "http://"+ln.Addr().String(), "model", cfg.Model, "id", id,
 		"maxRunning", cfg.MaxRunning, "kvBlocks", cfg.KVBlocks, "blockSize", cfg.BlockSize, "timeScale", cfg.TimeScale)
 	if err := s.Serve(ctx, ln); err != nil {

@@ -17,7 +17,7 @@ import "github.com/switchyard-ai/switchyard/pkg/scheduling"
 //     (absent otherwise);
 //   - scheduling.HealthKey: the endpoint's *scheduling.EndpointHealth,
 //     one per endpoint for its life;
-//   - EngineKey, below.
+//   - EngineKey, ProviderTPMKey and ProviderRPMKey, below.
 var (
 	// StatsKey holds the endpoint's *EndpointStats: live in-flight counts
 	// and latency averages, updated by the request path. The pointer is the
@@ -31,6 +31,15 @@ var (
 	// scraper reads the endpoint with; before the first scrape it is
 	// EndpointSpec.Engine. It is absent when neither is known.
 	EngineKey = scheduling.NewAttributeKey[string]("switchyard.io/endpoint-engine")
+	// ProviderTPMKey holds EndpointSpec.ProviderTPM (an int, tokens per
+	// minute) when the endpoint declares it; absent otherwise. Plugins that
+	// do not import this package read it under the same name
+	// ("switchyard.io/provider-tpm").
+	ProviderTPMKey = scheduling.NewAttributeKey[int]("switchyard.io/provider-tpm")
+	// ProviderRPMKey holds EndpointSpec.ProviderRPM (an int, requests per
+	// minute) when the endpoint declares it; absent otherwise
+	// ("switchyard.io/provider-rpm").
+	ProviderRPMKey = scheduling.NewAttributeKey[int]("switchyard.io/provider-rpm")
 )
 
 var _ scheduling.EndpointLoad = (*EndpointStats)(nil)

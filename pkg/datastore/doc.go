@@ -29,8 +29,10 @@
 // the same key), scheduling.ModelsKey (EndpointSpec.Models, absent when
 // the endpoint declares none), scheduling.InternalKey (set when
 // EndpointSpec.Internal is), scheduling.HealthKey (the endpoint's
-// *scheduling.EndpointHealth, one per endpoint for its life) and EngineKey
-// (the engine whose metric names the scraper reads).
+// *scheduling.EndpointHealth, one per endpoint for its life), EngineKey
+// (the engine whose metric names the scraper reads), and ProviderTPMKey
+// and ProviderRPMKey (EndpointSpec.ProviderTPM and ProviderRPM, absent
+// when not declared; the usage-weight-scorer reads them by name).
 //
 // Endpoint-set changes (Replace, Upsert, Delete, SetSynced) publish at
 // once. Scrape results are coalesced: ReportScrape only records them, and

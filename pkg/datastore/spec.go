@@ -20,6 +20,10 @@ import (
 // MaxWeight is the largest accepted EndpointSpec.Weight.
 const MaxWeight = 1_000_000
 
+// MaxProviderLimit is the largest accepted EndpointSpec.ProviderTPM and
+// ProviderRPM.
+const MaxProviderLimit = 1_000_000_000
+
 // Bounds of an endpoint's model declarations (EndpointSpec.Models): every
 // entry is searched on requests that name a model, and the declarations
 // come from files and pod annotations that outsiders may write.
@@ -92,6 +96,13 @@ type EndpointSpec struct {
 	// its scheduling.Metrics stay zero with a zero UpdateTime, which
 	// plugins read as "never measured", not as an idle server.
 	NoScrape bool
+	// ProviderTPM and ProviderRPM are the tokens and requests per minute
+	// the provider behind the endpoint allows, 1..MaxProviderLimit; 0
+	// means not declared. They are advisory: nothing enforces them; the
+	// usage-weight-scorer ranks endpoints by the share not yet used.
+	// Published as ProviderTPMKey and ProviderRPMKey when declared.
+	ProviderTPM int
+	ProviderRPM int
 }
 
 // HostPort returns the address the gateway routes to, formatted by
@@ -233,6 +244,12 @@ func validateSpec(errs *ErrorList, path string, s *EndpointSpec, labelOK *labelC
 	}
 	if s.Weight < 0 || s.Weight > MaxWeight {
 		errs.Add(join(path, "weight"), "must be 1..%d (0 means 1), got %d", MaxWeight, s.Weight)
+	}
+	if s.ProviderTPM < 0 || s.ProviderTPM > MaxProviderLimit {
+		errs.Add(join(path, "providerTpm"), "must be 1..%d tokens per minute (0 or absent: not declared), got %d", MaxProviderLimit, s.ProviderTPM)
+	}
+	if s.ProviderRPM < 0 || s.ProviderRPM > MaxProviderLimit {
+		errs.Add(join(path, "providerRpm"), "must be 1..%d requests per minute (0 or absent: not declared), got %d", MaxProviderLimit, s.ProviderRPM)
 	}
 	if s.Engine != "" {
 		switch m := validation.IsValidLabelValue(s.Engine); {
@@ -500,6 +517,7 @@ func sameSpec(a, b *EndpointSpec) bool {
 	return a.Name == b.Name && a.Namespace == b.Namespace && a.Site == b.Site && a.PodName == b.PodName &&
 		a.Address == b.Address && a.Port == b.Port && a.Weight == b.Weight &&
 		a.MetricsPort == b.MetricsPort && a.MetricsPath == b.MetricsPath &&
-		a.Engine == b.Engine && a.Internal == b.Internal && a.NoScrape == b.NoScrape && maps.Equal(a.Labels, b.Labels) &&
+		a.Engine == b.Engine && a.Internal == b.Internal && a.NoScrape == b.NoScrape &&
+		a.ProviderTPM == b.ProviderTPM && a.ProviderRPM == b.ProviderRPM && maps.Equal(a.Labels, b.Labels) &&
 		sameModels(a.Models, b.Models)
 }

@@ -145,7 +145,8 @@ func TestCloneModelsEveryField(t *testing.T) {
 // EndpointSpec and forgotten there (a change of it would not publish).
 func TestSameSpecEveryField(t *testing.T) {
 	full := EndpointSpec{Name: "a", Namespace: "ns", Site: "s", PodName: "p", Address: "127.0.0.1", Port: 1, Labels: map[string]string{"k": "v"},
-		Weight: 2, MetricsPort: 3, MetricsPath: "/m", Engine: "vllm", Models: []scheduling.ModelEntry{{Name: "m"}}, Internal: true, NoScrape: true}
+		Weight: 2, MetricsPort: 3, MetricsPath: "/m", Engine: "vllm", Models: []scheduling.ModelEntry{{Name: "m"}}, Internal: true, NoScrape: true,
+		ProviderTPM: 100, ProviderRPM: 10}
 	v := reflect.ValueOf(full)
 	for i := range v.NumField() {
 		require.False(t, v.Field(i).IsZero(), "set EndpointSpec.%s in this test", v.Type().Field(i).Name)

@@ -883,5 +883,11 @@ func makeAttrs(sp *EndpointSpec, st *EndpointStats, h *scheduling.EndpointHealth
 	if engine != "" {
 		attrs[EngineKey.Name()] = engine
 	}
+	if sp.ProviderTPM > 0 {
+		attrs[ProviderTPMKey.Name()] = sp.ProviderTPM
+	}
+	if sp.ProviderRPM > 0 {
+		attrs[ProviderRPMKey.Name()] = sp.ProviderRPM
+	}
 	return attrs
 }

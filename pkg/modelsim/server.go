@@ -98,6 +98,7 @@ type Server struct {
 	errorRate    atomic.Uint64 // math.Float64bits
 	extraLatency atomic.Int64  // time.Duration
 	metricsFault atomic.Int32
+	rateLimit    atomic.Pointer[RateLimit] // ratelimit.go; nil: no headers
 	idSeq        atomic.Uint64
 	faultSeq     atomic.Uint64
 	ready        atomic.Bool
@@ -138,7 +139,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		created: time.Now().Unix(),
 		stop:    make(chan struct{}),
 	}
-	s.handler = s.routes()
+	s.handler = s.withRateLimit(s.routes())
 	return s, nil
 }
 

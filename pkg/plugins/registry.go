@@ -40,6 +40,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/runningrequests"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/sessionaffinity"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/tokenload"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/usageweight"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
@@ -100,5 +101,7 @@ func InTree() *scheduling.Registry {
 		// issue 12: engine-load term, KV-saturation admission
 		engineloadscorer.Registration,
 		kvsaturation.Registration,
+		// issue 12: usage weight and quota-aware observation
+		usageweight.Registration,
 	)
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/engineload"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/leastcost"
 	engineloadscorer "github.com/switchyard-ai/switchyard/pkg/plugins/scorer/engineload"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/usageweight"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
@@ -43,7 +44,32 @@ func EndpointWarnings(l *config.Loaded, endpoints []*scheduling.Endpoint) []stri
 			out = append(out, leastcost.PricingWarnings(endpoints, leastcost.Params{Catalog: p.Catalog()})...)
 		}
 	}
+	on, quota := usageWeightInProfiles(l)
+	out = append(out, usageweight.DeclarationWarnings(on, quota, endpoints)...)
 	return out
+}
+
+// usageWeightInProfiles returns the usage-weight-scorer instances that a
+// scheduling profile references with a positive weight (the term is on,
+// C-39) and whether one of them observes rate-limit headers.
+func usageWeightInProfiles(l *config.Loaded) (on []string, quotaAware bool) {
+	if l.Config == nil {
+		return nil, false
+	}
+	seen := map[string]bool{}
+	for _, prof := range l.Config.SchedulingProfiles {
+		for _, ref := range prof.Plugins {
+			s, ok := l.Plugins[ref.PluginRef].(*usageweight.Scorer)
+			if !ok || seen[ref.PluginRef] || (ref.Weight != nil && !(*ref.Weight > 0)) {
+				continue
+			}
+			seen[ref.PluginRef] = true
+			on = append(on, ref.PluginRef)
+			quotaAware = quotaAware || s.QuotaAware()
+		}
+	}
+	sort.Strings(on)
+	return on, quotaAware
 }
 
 // dataLayer describes what the configuration's data layer scrapes, for

@@ -79,10 +79,15 @@
 // and /debug/pprof/ (Config.EnablePprof) only behind authentication:
 // Config.MetricsFilter (Kubernetes mode's --metrics-endpoint-auth) or
 // Config.MetricsTokenFile (a static bearer token, watched); without either
-// the debug paths answer 404 and pprof is refused at start.
+// the debug paths answer 404 and pprof is refused at start. The admin API
+// (admin.go, pkg/server/admin: /admin/backends, /admin/stats/backends,
+// /admin/backends/{name}/engine-stats, /admin/prefix-routing/stats) sits
+// beside them with its own guard: Config.AdminTokenFile's bearer token
+// (--admin-token-file), else Config.MetricsFilter; without either it
+// answers 404. The metrics token does not open it.
 //
-// Subpackages: health (the gRPC health service) and metricsauth
-// (--metrics-endpoint-auth). The static bearer token (--metrics-token-file)
+// Subpackages: health (the gRPC health service), metricsauth
+// (--metrics-endpoint-auth) and admin (the admin API's routes). The static bearer token (--metrics-token-file)
 // is checked by pkg/tokenauth and TLS (self-signed and reloaded
 // certificates, peer identities) comes from pkg/tlsutil; both sit outside
 // this package because the site-relay uses them too (it must not import a

@@ -183,7 +183,7 @@ func (s *Server) metricsHandler() (http.Handler, error) {
 		mux.HandleFunc("/debug/", func(w http.ResponseWriter, _ *http.Request) {
 			http.Error(w, debugOffMessage, http.StatusNotFound)
 		})
-		return mux, nil
+		return s.withAdmin(mux)
 	}
 	mux.HandleFunc("/debug/endpoints", s.serveEndpoints)
 	mux.HandleFunc("/debug/sites", s.serveSites)
@@ -194,7 +194,7 @@ func (s *Server) metricsHandler() (http.Handler, error) {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	return guard(mux), nil
+	return s.withAdmin(guard(mux))
 }
 
 // limitStreams bounds the ext_proc streams open at once over every

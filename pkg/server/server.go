@@ -137,6 +137,12 @@ type Config struct {
 	// debug endpoints (/debug/endpoints, /debug/pprof/) are served only
 	// when one of the two is set; otherwise they answer 404.
 	MetricsTokenFile string
+	// AdminTokenFile, when set, turns the admin API on (/admin/ on the
+	// metrics port, see admin.go) guarded by the bearer token the file
+	// holds (--admin-token-file; watched). Without it the admin API is on
+	// only behind MetricsFilter (Kubernetes mode); otherwise it answers
+	// 404.
+	AdminTokenFile string
 	// GRPCMaxConcurrentStreams bounds the ext_proc streams of one
 	// connection (--grpc-max-concurrent-streams); 0 means
 	// DefaultGRPCMaxConcurrentStreams.
@@ -252,6 +258,7 @@ type Server struct {
 	checker                        *health.Checker
 	certs                          *tlsutil.Reloader
 	tokens                         *tokenauth.Guard   // --metrics-token-file
+	adminTokens                    *tokenauth.Guard   // --admin-token-file
 	extHealth                      *grpchealth.Server // --health-checking on the ext_proc port
 	draining                       atomic.Bool
 	streams                        atomic.Int64 // open ext_proc streams
@@ -632,6 +639,9 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	if s.tokens != nil {
 		goLoop(s.tokens.Run)
+	}
+	if s.adminTokens != nil {
+		goLoop(s.adminTokens.Run)
 	}
 	if s.multisite != nil {
 		s.multisite.start(goLoop, goErr)

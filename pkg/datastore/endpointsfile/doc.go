@@ -19,6 +19,9 @@
 //	  metricsPath: /metrics    # optional; absent = the metrics-data-source path
 //	  engine: vllm             # optional; absent = chosen from labels by the
 //	                           #   core-metrics-extractor (engine label, default engine)
+//	  providerTpm: 200000      # optional: tokens per minute the provider allows, 1..1000000000;
+//	                           #   advisory (usage-weight-scorer), never enforced
+//	  providerRpm: 500         # optional: requests per minute, same rules
 //	  internal: false          # optional; true = only for caller-scope-filter's internalCallers
 //	  scrape: true             # optional, default true; false = no metrics to read: never
 //	                           #   scraped, always fresh, its load not measured

@@ -14,7 +14,7 @@ import (
 
 // Field names of an endpoint entry, in the order the documentation lists
 // them.
-var entryFields = []string{"name", "namespace", "podName", "address", "port", "labels", "weight", "metricsPort", "metricsPath", "engine", "models", "internal", "scrape"}
+var entryFields = []string{"name", "namespace", "podName", "address", "port", "labels", "weight", "metricsPort", "metricsPath", "engine", "models", "internal", "scrape", "providerTpm", "providerRpm"}
 
 // Parse decodes and validates an endpoints file (YAML or JSON). Decoding
 // is strict: an unknown or repeated key, a value of the wrong type, or a
@@ -204,6 +204,12 @@ func (d decoder) entry(path string, v any, sp *datastore.EndpointSpec) {
 	d.str(path+".engine", obj, "engine", &sp.Engine)
 	if d.int(path+".weight", obj, "weight", &sp.Weight) && sp.Weight == 0 {
 		d.fail(path+".weight", "must be 1..%d, got 0 (leave it out for the default 1; remove the endpoint to stop sending it requests)", datastore.MaxWeight)
+	}
+	if d.int(path+".providerTpm", obj, "providerTpm", &sp.ProviderTPM) && sp.ProviderTPM == 0 {
+		d.fail(path+".providerTpm", "must be 1..%d tokens per minute, got 0 (leave it out when the provider declares no limit)", datastore.MaxProviderLimit)
+	}
+	if d.int(path+".providerRpm", obj, "providerRpm", &sp.ProviderRPM) && sp.ProviderRPM == 0 {
+		d.fail(path+".providerRpm", "must be 1..%d requests per minute, got 0 (leave it out when the provider declares no limit)", datastore.MaxProviderLimit)
 	}
 	d.bool(path+".internal", obj, "internal", &sp.Internal)
 	scrape := true

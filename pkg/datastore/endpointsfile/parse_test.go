@@ -112,7 +112,7 @@ func TestParseErrors(t *testing.T) {
 		{"item not an object", "endpoints: [a, {name: b, address: 127.0.0.1, port: 1}]\n", []string{"endpoints[0]: expected an object, got a string"}},
 		{"unknown fields", "endpoints:\n- {name: a, address: 127.0.0.1, port: 1, prot: 2, zzz: 1}\n", []string{
 			`endpoints[0].prot: unknown field "prot" (did you mean "port"?)`,
-			`endpoints[0].zzz: unknown field "zzz" (allowed: name, namespace, podName, address, port, labels, weight, metricsPort, metricsPath, engine, models, internal, scrape)`,
+			`endpoints[0].zzz: unknown field "zzz" (allowed: name, namespace, podName, address, port, labels, weight, metricsPort, metricsPath, engine, models, internal, scrape, providerTpm, providerRpm)`,
 		}},
 		{"scrape not a boolean", "endpoints:\n- {name: a, address: 127.0.0.1, port: 1, scrape: \"no\"}\n", []string{
 			"endpoints[0].scrape: expected true or false, got a string",

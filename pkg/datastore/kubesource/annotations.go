@@ -33,10 +33,17 @@ const (
 	// scraped, count as fresh, and their load is not measured; "true" or
 	// absent means they are scraped.
 	ScrapeAnnotation = "switchyard.ai/scrape"
+	// ProviderTPMAnnotation and ProviderRPMAnnotation declare the tokens
+	// and requests per minute the provider behind the pod allows, integers
+	// 1..datastore.MaxProviderLimit (datastore.EndpointSpec.ProviderTPM,
+	// ProviderRPM; advisory, read by the usage-weight-scorer); absent
+	// means not declared.
+	ProviderTPMAnnotation = "switchyard.ai/provider-tpm"
+	ProviderRPMAnnotation = "switchyard.ai/provider-rpm"
 )
 
 // annotations are the annotations the pod cache keeps (TrimPod).
-var annotations = []string{ActivePortsAnnotation, WeightAnnotation, ModelsAnnotation, InternalAnnotation, ScrapeAnnotation}
+var annotations = []string{ActivePortsAnnotation, WeightAnnotation, ModelsAnnotation, InternalAnnotation, ScrapeAnnotation, ProviderTPMAnnotation, ProviderRPMAnnotation}
 
 // PodData is what a pod's switchyard.ai annotations give each of its
 // endpoints.
@@ -50,6 +57,10 @@ type PodData struct {
 	Internal bool
 	// NoScrape is true when ScrapeAnnotation is "false".
 	NoScrape bool
+	// ProviderTPM and ProviderRPM are ProviderTPMAnnotation's and
+	// ProviderRPMAnnotation's values, 0 when absent or invalid.
+	ProviderTPM int
+	ProviderRPM int
 }
 
 // AnnotationProblem is an annotation value that was ignored.
@@ -118,6 +129,20 @@ func (r *annotationReader) read(pod *corev1.Pod) (d PodData, problems []Annotati
 			bad(WeightAnnotation, v, "want an integer 1..%d, got %q", datastore.MaxWeight, clip(v))
 		} else {
 			d.Weight = w
+		}
+	}
+	for _, a := range [...]struct {
+		key  string
+		unit string
+		dst  *int
+	}{{ProviderTPMAnnotation, "tokens", &d.ProviderTPM}, {ProviderRPMAnnotation, "requests", &d.ProviderRPM}} {
+		if v, ok := pod.Annotations[a.key]; ok {
+			n, err := strconv.Atoi(strings.TrimSpace(v))
+			if err != nil || n < 1 || n > datastore.MaxProviderLimit {
+				bad(a.key, v, "want an integer 1..%d (%s per minute), got %q", datastore.MaxProviderLimit, a.unit, clip(v))
+			} else {
+				*a.dst = n
+			}
 		}
 	}
 	if v, ok := pod.Annotations[InternalAnnotation]; ok {

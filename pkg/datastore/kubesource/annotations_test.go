@@ -51,6 +51,13 @@ func TestReadAnnotations(t *testing.T) {
 		},
 		{name: "scrape false", kv: []string{kubesource.ScrapeAnnotation, " false"}, want: kubesource.PodData{NoScrape: true}},
 		{name: "scrape true", kv: []string{kubesource.ScrapeAnnotation, "true"}},
+		{name: "provider limits", kv: []string{kubesource.ProviderTPMAnnotation, " 200000", kubesource.ProviderRPMAnnotation, "60"},
+			want: kubesource.PodData{ProviderTPM: 200000, ProviderRPM: 60}},
+		{name: "provider limits invalid", kv: []string{kubesource.ProviderTPMAnnotation, "0", kubesource.ProviderRPMAnnotation, "lots"},
+			problems: []string{
+				kubesource.ProviderTPMAnnotation + `: want an integer 1..1000000000 (tokens per minute), got "0"`,
+				kubesource.ProviderRPMAnnotation + `: want an integer 1..1000000000 (requests per minute), got "lots"`,
+			}},
 		{name: "scrape invalid", kv: []string{kubesource.ScrapeAnnotation, "no"},
 			problems: []string{kubesource.ScrapeAnnotation + `: want "true" or "false", got "no"`}},
 		{

@@ -37,13 +37,15 @@
 //
 // # Endpoint data from pod annotations
 //
-// Four annotations under Switchyard's own domain give every rank of a pod
+// Six annotations under Switchyard's own domain give every rank of a pod
 // what the endpoints file's fields give an endpoint in standalone mode
 // (ReadAnnotations):
 //
 //	switchyard.ai/weight: "4"        # 1..1000000; the endpoints' relative capacity (scheduling.WeightKey)
 //	switchyard.ai/internal: "true"   # "true" or "false"; reserved for internal callers (scheduling.InternalKey)
 //	switchyard.ai/scrape: "false"    # "true" (default) or "false"; false: no metrics to read, never scraped, always fresh
+//	switchyard.ai/provider-tpm: "200000"  # 1..1000000000; tokens per minute the provider allows (advisory)
+//	switchyard.ai/provider-rpm: "500"     # 1..1000000000; requests per minute the provider allows (advisory)
 //	switchyard.ai/models: |          # a JSON or YAML list, as the endpoints file's models (scheduling.ModelsKey)
 //	  - name: meta-llama/Llama-3.1-8B-Instruct
 //	    aliases: [llama-8b]

@@ -552,6 +552,8 @@ func endpoints(pods []corev1.Pod, ports []int, metricsPort int, r *annotationRea
 				Models:      data.Models,
 				Internal:    data.Internal,
 				NoScrape:    data.NoScrape,
+				ProviderTPM: data.ProviderTPM,
+				ProviderRPM: data.ProviderRPM,
 			}
 			if err := sp.Validate(); err != nil {
 				bad = fmt.Sprintf("pod %s/%s: %v", pod.Namespace, pod.Name, err)

@@ -1,0 +1,286 @@
+package usageweight_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard-ai/switchyard/pkg/config"
+	"github.com/switchyard-ai/switchyard/pkg/datastore"
+	"github.com/switchyard-ai/switchyard/pkg/datastore/endpointsfile"
+	"github.com/switchyard-ai/switchyard/pkg/plugins"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/usageweight"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling/schedulingtest"
+)
+
+const head = "apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: EndpointPickerConfig\n"
+
+// withTerm is a profile with the usage-weight term alone before a
+// round-robin strategy-picker whose threshold the term (at most 0.2) can
+// reach.
+const withTerm = head + `plugins:
+  - type: usage-weight-scorer
+    parameters:
+      quotaAware: {enabled: true, ttl: 10s}
+  - type: strategy-picker
+    parameters: {scorerThreshold: 0.1}
+schedulingProfiles:
+  - name: default
+    plugins:
+      - pluginRef: usage-weight-scorer
+      - pluginRef: strategy-picker
+`
+
+// withoutTerm is the same configuration without the term.
+const withoutTerm = head + `plugins:
+  - type: strategy-picker
+    parameters: {scorerThreshold: 0.1}
+schedulingProfiles:
+  - name: default
+    plugins:
+      - pluginRef: strategy-picker
+`
+
+func load(t *testing.T, doc string, reg prometheus.Registerer, prev *config.Loaded) *config.Loaded {
+	t.Helper()
+	l, err := config.Load([]byte(doc), config.Options{Registry: plugins.InTree(), Context: context.Background(), Seed: 1, Registerer: reg, Previous: prev})
+	require.NoError(t, err)
+	return l
+}
+
+func pool(tpm int) []*scheduling.Endpoint {
+	return schedulingtest.Endpoints(2, func(i int, b *schedulingtest.EndpointBuilder) {
+		if tpm > 0 {
+			b.Attr(usageweight.ProviderTPMAttribute, tpm)
+		}
+	})
+}
+
+// serve schedules one request, runs its hooks with the headers the chosen
+// endpoint answers with, and returns the endpoint's name.
+func serve(t *testing.T, l *config.Loaded, eps []*scheduling.Endpoint, headers func(name string) map[string]string) string {
+	t.Helper()
+	ctx := context.Background()
+	req := &scheduling.Request{ID: "r", Model: "m"}
+	res, err := l.Scheduler.Schedule(ctx, req, eps)
+	require.NoError(t, err)
+	target := res.Targets()[0]
+	l.Scheduler.PreRequest(ctx, req, res)
+	resp := &scheduling.Response{StatusCode: 200, Usage: scheduling.Usage{TotalTokens: 100}}
+	if headers != nil {
+		resp.Headers = headers(target.Name())
+	}
+	l.Scheduler.ResponseReceived(ctx, req, resp, target)
+	l.Scheduler.ResponseComplete(ctx, req, resp, target)
+	return target.Name()
+}
+
+func names(t *testing.T, l *config.Loaded, eps []*scheduling.Endpoint, n int, headers func(string) map[string]string) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = serve(t, l, eps, headers)
+	}
+	return out
+}
+
+// TestC37_EqualReplicasKeepAlternating: two replicas with equal budgets
+// alternate although each request's metered usage makes the other one
+// lead by a hair: a lead below the picker's margin leaves the strategy to
+// decide, so there is no flapping.
+func TestC37_EqualReplicasKeepAlternating(t *testing.T) {
+	l := load(t, withTerm, prometheus.NewRegistry(), nil)
+	defer l.Close()
+	got := names(t, l, pool(1_000_000), 8, nil)
+	assert.Equal(t, []string{"ep-0", "ep-1", "ep-0", "ep-1", "ep-0", "ep-1", "ep-0", "ep-1"}, got)
+}
+
+// TestC37_C40_NearExhaustedGetsFewer: an endpoint whose OpenAI headers say
+// it is near exhaustion gets no requests while its twin has budget; when
+// its observation is stale (TTL 10s) it is back in the rotation, and with
+// recovered headers the split alternates again.
+func TestC37_C40_NearExhaustedGetsFewer(t *testing.T) {
+	l := load(t, withTerm, prometheus.NewRegistry(), nil)
+	defer l.Close()
+	s := l.Plugins[usageweight.Type].(*usageweight.Scorer)
+	now := time.Date(2026, 12, 2, 3, 0, 0, 0, time.UTC)
+	s.SetClock(func() time.Time { return now })
+	eps := pool(1_000_000)
+	remaining := map[string]string{"ep-0": "2", "ep-1": "100"}
+	headers := func(name string) map[string]string {
+		return map[string]string{"x-ratelimit-limit-requests": "100", "x-ratelimit-remaining-requests": remaining[name]}
+	}
+	first := names(t, l, eps, 2, headers) // both observed once
+	assert.ElementsMatch(t, []string{"ep-0", "ep-1"}, first)
+	got := names(t, l, eps, 10, headers)
+	count := map[string]int{}
+	for _, n := range got {
+		count[n]++
+	}
+	assert.Equal(t, map[string]int{"ep-1": 10}, count, "the near-exhausted twin gets nothing while the other has budget")
+
+	// ep-0 recovers; its stale snapshot falls back to the (unused)
+	// declaration and it is back; fresh recovered headers keep alternation.
+	remaining["ep-0"] = "100"
+	now = now.Add(11 * time.Second)
+	got = names(t, l, eps, 6, headers)
+	count = map[string]int{}
+	for _, n := range got {
+		count[n]++
+	}
+	assert.Equal(t, map[string]int{"ep-0": 3, "ep-1": 3}, count, "%v", got)
+}
+
+// TestC39_ReloadTogglesTheTerm: the term is on exactly when a profile
+// references a usage-weight-scorer; adding it on reload registers it
+// (scores and metrics), removing it closes the instance and deletes its
+// series, and scheduling is then that of a configuration without it.
+func TestC39_ReloadTogglesTheTerm(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	eps := schedulingtest.Endpoints(2, func(i int, b *schedulingtest.EndpointBuilder) {
+		if i == 1 {
+			b.Attr(usageweight.ProviderTPMAttribute, 1000) // only ep-1 declares
+		}
+	})
+	off := load(t, withoutTerm, reg, nil)
+	assert.Equal(t, []string{"ep-0", "ep-1", "ep-0", "ep-1"}, names(t, off, eps, 4, nil))
+
+	on := load(t, withTerm, reg, off)
+	off.Release(on)
+	_, ok := on.Plugins[usageweight.Type]
+	require.True(t, ok)
+	assert.Equal(t, []string{"ep-1", "ep-1", "ep-1"}, names(t, on, eps, 3, nil), "the lone declaring endpoint strictly dominates")
+	assert.Equal(t, 3.0, counter(t, reg, usageweight.UsageDecisionsMetric, "ep-1", usageweight.ReasonApplied))
+
+	again := load(t, withoutTerm, reg, on)
+	on.Release(again)
+	defer again.Close()
+	_, ok = again.Plugins[usageweight.Type]
+	assert.False(t, ok)
+	assert.Equal(t, -1.0, counter(t, reg, usageweight.UsageDecisionsMetric, "ep-1", usageweight.ReasonApplied), "series deleted")
+	assert.Equal(t, []string{"ep-0", "ep-1", "ep-0", "ep-1"}, names(t, again, eps, 4, nil), "as without the feature")
+}
+
+// counter returns the counter's value, -1 when the series does not exist.
+func counter(t *testing.T, reg *prometheus.Registry, name, backend, reason string) float64 {
+	t.Helper()
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		for _, m := range f.GetMetric() {
+			var b, r string
+			for _, l := range m.GetLabel() {
+				switch l.GetName() {
+				case "backend":
+					b = l.GetValue()
+				case "reason":
+					r = l.GetValue()
+				}
+			}
+			if b == backend && r == reason {
+				return m.GetCounter().GetValue()
+			}
+		}
+	}
+	return -1
+}
+
+// TestC39_ValidateWarnings: epp validate (plugins.EndpointWarnings) warns
+// when the term is on and no endpoint declares limits, and when endpoints
+// declare limits with the term off; not otherwise.
+func TestC39_ValidateWarnings(t *testing.T) {
+	on := load(t, withTerm, prometheus.NewRegistry(), nil)
+	defer on.Close()
+	off := load(t, withoutTerm, prometheus.NewRegistry(), nil)
+	defer off.Close()
+	plain := pool(0)
+	declared := pool(1000)
+
+	w := plugins.EndpointWarnings(on, plain)
+	require.Len(t, w, 1)
+	assert.Contains(t, w[0], `usage-weight-scorer "usage-weight-scorer" is in a scheduling profile, but no endpoint declares providerTpm or providerRpm`)
+	assert.Contains(t, w[0], "quotaAware")
+	assert.Empty(t, plugins.EndpointWarnings(on, declared))
+
+	w = plugins.EndpointWarnings(off, declared)
+	require.Len(t, w, 1)
+	assert.Contains(t, w[0], "endpoints ep-0, ep-1 declare providerTpm/providerRpm, but no scheduling profile uses a usage-weight-scorer")
+	assert.Empty(t, plugins.EndpointWarnings(off, plain))
+
+	// Weight 0 in the profile is off.
+	zero := load(t, head+`plugins:
+  - type: usage-weight-scorer
+  - type: strategy-picker
+schedulingProfiles:
+  - name: default
+    plugins:
+      - pluginRef: usage-weight-scorer
+        weight: 0
+      - pluginRef: strategy-picker
+`, prometheus.NewRegistry(), nil)
+	defer zero.Close()
+	assert.Len(t, plugins.EndpointWarnings(zero, declared), 1)
+	many := schedulingtest.Endpoints(7, func(_ int, b *schedulingtest.EndpointBuilder) { b.Attr(usageweight.ProviderRPMAttribute, 5) })
+	assert.Contains(t, plugins.EndpointWarnings(off, many)[0], "ep-0, ep-1, ep-2, ep-3, ep-4 and 2 more")
+}
+
+// TestC39_ParameterErrorsHaveFieldPaths: weight and stalenessInterval
+// errors name the plugin and the field.
+func TestC39_ParameterErrorsHaveFieldPaths(t *testing.T) {
+	_, err := config.Load([]byte(head+`plugins:
+  - type: usage-weight-scorer
+    parameters: {weight: 2, stalenessInterval: 2h}
+  - type: strategy-picker
+schedulingProfiles:
+  - name: default
+    plugins:
+      - pluginRef: usage-weight-scorer
+      - pluginRef: strategy-picker
+`), config.Options{Registry: plugins.InTree(), Context: context.Background()})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `plugins[0] "usage-weight-scorer" (usage-weight-scorer): parameters: weight: must be a finite number in 0..1, got 2`)
+	assert.Contains(t, err.Error(), "stalenessInterval: must be 1s..1h, got 2h0m0s")
+}
+
+// TestC39_MixedPoolSampleValidates: config/samples/usage-weight-mixed-pool.yaml
+// with its example endpoints passes `epp validate --endpoints-file` clean
+// (no loader, configuration or endpoint warning).
+func TestC39_MixedPoolSampleValidates(t *testing.T) {
+	doc, err := os.ReadFile(filepath.Join("..", "..", "..", "..", "config", "samples", "usage-weight-mixed-pool.yaml"))
+	require.NoError(t, err)
+	l := load(t, string(doc), prometheus.NewRegistry(), nil)
+	defer l.Close()
+	data, err := os.ReadFile(filepath.Join("testdata", "mixed-endpoints.yaml"))
+	require.NoError(t, err)
+	specs, err := endpointsfile.Parse(data)
+	require.NoError(t, err)
+	store := datastore.New(datastore.Options{})
+	require.NoError(t, store.Replace(specs))
+	eps := store.Snapshot().All()
+	assert.Empty(t, l.Warnings)
+	assert.Empty(t, plugins.ConfigWarnings(l))
+	assert.Empty(t, plugins.EndpointWarnings(l, eps))
+	s := l.Plugins[usageweight.Type].(*usageweight.Scorer)
+	assert.True(t, s.QuotaAware())
+	assert.Equal(t, 30*time.Second, s.TTLDuration())
+	// The providers take part, the engines do not.
+	scores := make([]float64, len(eps))
+	s.Score(context.Background(), nil, eps, scores)
+	got := map[string]float64{}
+	for i, e := range eps {
+		got[e.Name()] = scores[i]
+	}
+	assert.Equal(t, map[string]float64{"vllm-0": 0, "vllm-1": 0, "provider-a": 0.2, "provider-b": 0.2}, got)
+	// The declarations reach the attributes the scorer reads.
+	assert.Equal(t, datastore.ProviderTPMKey.Name(), usageweight.ProviderTPMAttribute)
+	assert.Equal(t, datastore.ProviderRPMKey.Name(), usageweight.ProviderRPMAttribute)
+}
