@@ -130,8 +130,13 @@ func (r *Runtime) fallbackChain(req *scheduling.Request) []string {
 // most MaxFallbackAttempts models: a fallback model's chain is not. It
 // returns the request that was scheduled (req itself without a
 // fallback), the model of the chain it was scheduled for ("" for none)
-// and the result, or the last error. A refused attempt leaves nothing to
-// complete: Process runs PreRequest hooks only after admission.
+// and the result. A chain that ends refuses as before: with the first
+// refusal (the client asked for its own model, so the answer is about
+// that model, retryable with its Retry-After), also when a fallback model
+// refuses non-retryably, which ends the chain. Only a fallback attempt
+// that fails without a refusal (an internal error) returns its own error.
+// A refused attempt leaves nothing to complete: Process runs PreRequest
+// hooks only after admission.
 func (st *stream) schedule(req *scheduling.Request, cands []*scheduling.Endpoint) (*scheduling.Request, string, *scheduling.Result, error) {
 	res, err := st.rt.Scheduler.Process(st.ctx, req, cands)
 	if err == nil {
@@ -146,6 +151,7 @@ func (st *stream) schedule(req *scheduling.Request, cands []*scheduling.Endpoint
 	if trigger < 0 || len(chain) == 0 {
 		return req, "", nil, err
 	}
+	first := err
 	for i, model := range chain {
 		if i == MaxFallbackAttempts {
 			break
@@ -160,17 +166,21 @@ func (st *stream) schedule(req *scheduling.Request, cands []*scheduling.Endpoint
 			}
 			return next, model, res, nil
 		}
-		if !errors.As(err, &re) || fallbackTrigger(re.Refusal.Reason) < 0 {
-			// Not retryable (or not a refusal): it is the answer.
+		if !errors.As(err, &re) {
+			// Not a refusal: an internal failure, which is the answer.
+			return req, "", nil, err
+		}
+		if fallbackTrigger(re.Refusal.Reason) < 0 {
+			// Not retryable: the chain ends here.
 			break
 		}
 	}
 	st.s.opts.FallbackMetrics.inc(trigger, 1)
 	if st.log.V(2).Enabled() {
 		st.log.V(2).Info("Fallback chain exhausted", "request", req.ID, "model", req.Model,
-			"trigger", FallbackTriggers()[trigger], "chain", len(chain))
+			"trigger", FallbackTriggers()[trigger], "chain", len(chain), "lastError", err.Error())
 	}
-	return req, "", nil, err
+	return req, "", nil, first
 }
 
 // fallbackRequest is req for another target model, without the state the

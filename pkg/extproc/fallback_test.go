@@ -137,10 +137,36 @@ func TestC35_FallbackChainMovesASaturatedModel(t *testing.T) {
 	require.Len(t, out, 3)
 	require.Equal(t, "", fallbackHeaderOf(out[2]))
 
-	// A chain that ends refuses with the last refusal.
+	// A chain that ends refuses with the first refusal.
 	h, reg = startFallback(t, eps, map[string][]string{"big": {"mid"}})
 	out = h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(reqBody, true)}, 1)
 	require.EqualValues(t, 503, out[0].GetImmediateResponse().GetStatus().GetCode())
+	require.Equal(t, 1.0, fallbackCount(t, reg, "admission_reject", "exhausted"))
+}
+
+// C-35: a chain that ends refuses as before. big is saturated and its
+// only fallback serves nowhere: the client asked for big, so it gets big's
+// retryable 503 admission_reject with Retry-After, not the fallback
+// model's 404 model_not_found.
+func TestC35_ExhaustedChainRefusesAsBefore(t *testing.T) {
+	eps := []*scheduling.Endpoint{
+		modelEndpoint("big-0", "127.10.0.1", "big", 0.99),
+		modelEndpoint("small-0", "127.10.0.4", "small", 0.2),
+	}
+	h, reg := startFallback(t, eps, map[string][]string{"big": {"nowhere"}})
+	out := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(`{"model":"big","prompt":"hello"}`, true)}, 1)
+	require.Len(t, out, 1)
+	imm := out[0].GetImmediateResponse()
+	require.NotNil(t, imm, "want a refusal, got %v", out[0])
+	require.EqualValues(t, 503, imm.GetStatus().GetCode())
+	got := map[string]string{}
+	for _, o := range imm.GetHeaders().GetSetHeaders() {
+		got[o.GetHeader().GetKey()] = string(o.GetHeader().GetRawValue())
+	}
+	require.Equal(t, kvsaturation.ReasonAdmissionReject, got[extproc.ReasonHeader])
+	require.Equal(t, "1", got["retry-after"])
+	require.Contains(t, string(imm.GetBody()), "KV-cache usage")
+	require.NotContains(t, string(imm.GetBody()), "nowhere")
 	require.Equal(t, 1.0, fallbackCount(t, reg, "admission_reject", "exhausted"))
 }
 
