@@ -26,13 +26,15 @@ const ephemeral = `{"type":"ephemeral"}`
 //
 // Blocks the client wrote are kept: a block that already has a
 // cache_control member is left as it is (and counts as filled), nothing
-// is added beyond MaxCacheBreakpoints in total (the client's count), and
-// nothing at all is added when the client uses automatic caching (a
-// top-level cache_control) or gives any breakpoint a ttl (Anthropic
-// requires longer-lived breakpoints to come first, which an added
-// five-minute one could break). A body whose tools or system are
-// duplicated or not of the documented kind, or that is not a well-formed
-// object, is returned unchanged.
+// is added beyond MaxCacheBreakpoints in total (the client's count,
+// including the breakpoints inside content blocks such as a tool_result's
+// content array), and nothing at all is added when the client uses
+// automatic caching (a top-level cache_control) or gives any breakpoint,
+// nested ones included, a ttl (Anthropic requires longer-lived
+// breakpoints to come first, which an added five-minute one could
+// break). A body whose tools or system are duplicated or not of the
+// documented kind, or that is not a well-formed object, is returned
+// unchanged.
 //
 // It returns the new body (a splice: every other byte is kept) and the
 // number of breakpoints added; body itself when it added none.
@@ -161,10 +163,24 @@ func InjectCacheControl(body []byte) ([]byte, int) {
 	return out, ne
 }
 
+// maxBlockNesting bounds how deep countBreakpoints follows content arrays
+// inside content blocks (a tool_result's content is one level).
+const maxBlockNesting = 4
+
 // countBreakpoints counts the elements of the array v that carry a
-// non-null cache_control member. ok is false when v is malformed or a
-// breakpoint has a ttl (InjectCacheControl then adds nothing).
+// non-null cache_control member, and those inside the content arrays of
+// its elements (a tool_result's content blocks carry breakpoints too,
+// and Anthropic counts them). ok is false when v is malformed, nested
+// deeper than maxBlockNesting, or a breakpoint anywhere in it has a ttl
+// (InjectCacheControl then adds nothing).
 func countBreakpoints(v []byte) (n int, ok bool) {
+	return countBreakpointsAt(v, 0)
+}
+
+func countBreakpointsAt(v []byte, depth int) (n int, ok bool) {
+	if depth > maxBlockNesting {
+		return 0, false
+	}
 	e := arrayElements(v)
 	for {
 		el, more := e.next()
@@ -174,11 +190,18 @@ func countBreakpoints(v []byte) (n int, ok bool) {
 		if len(el) == 0 || el[0] != '{' {
 			continue
 		}
+		if content := member(el, "content"); len(content) > 0 && content[0] == '[' {
+			c, ok := countBreakpointsAt(content, depth+1)
+			if !ok {
+				return n, false
+			}
+			n += c
+		}
 		cc := member(el, "cache_control")
 		if len(cc) == 0 || isNull(cc) {
 			continue
 		}
-		if len(cc) > 0 && cc[0] == '{' && member(cc, "ttl") != nil {
+		if cc[0] == '{' && member(cc, "ttl") != nil {
 			return n, false
 		}
 		n++
