@@ -33,8 +33,9 @@ const (
 const (
 	// FallbackServed: a model of the chain was scheduled.
 	FallbackServed = "served"
-	// FallbackExhausted: every model of the chain was refused too; the
-	// client got the last refusal.
+	// FallbackExhausted: the chain ended without a model scheduled (each
+	// refused retryably, or one refused non-retryably); the client got
+	// the first refusal, its own model's.
 	FallbackExhausted = "exhausted"
 )
 
@@ -82,7 +83,7 @@ type FallbackMetrics struct {
 func NewFallbackMetrics(reg prometheus.Registerer) (*FallbackMetrics, error) {
 	vec := prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: FallbackMetric,
-		Help: "Requests that admission refused retryably and that were scheduled again for the models of their fallback chain, by the refusal that started it (admission_reject, model_not_found, model_unavailable) and outcome (served: a fallback model was scheduled; exhausted: every model was refused, the client got the last refusal).",
+		Help: "Requests that admission refused retryably and that were scheduled again for the models of their fallback chain, by the refusal that started it (admission_reject, model_not_found, model_unavailable) and outcome (served: a fallback model was scheduled; exhausted: the chain ended without one, the client got its own model's refusal).",
 	}, []string{"trigger", "outcome"})
 	if err := reg.Register(vec); err != nil {
 		var are prometheus.AlreadyRegisteredError
