@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"os"
@@ -156,6 +158,20 @@ func startGrid(t *testing.T, o gridOpts) *grid {
 			}
 			return got == len(o.sites)
 		}, 60*time.Second, 20*time.Millisecond, "site %s: the site store never held every site: %s", n, st)
+	}
+	// Every remote gateway passed its health probes (2, 3 s apart: a
+	// site is demoted, a last resort, until then).
+	for _, n := range o.sites {
+		s := g.sites[n]
+		require.Eventually(t, func() bool {
+			m := seriesAt(t, s.metrics+"/metrics", metricsToken)
+			for _, p := range o.sites {
+				if p != n && m[series("grid_route_gateway_up", "site", p)] != 1 {
+					return false
+				}
+			}
+			return true
+		}, 60*time.Second, 50*time.Millisecond, "site %s: the other sites' gateways never counted as up", n)
 	}
 	return g
 }
@@ -347,5 +363,65 @@ func (s *gridSite) burst(ctx context.Context, n, conc, maxTokens int, tag string
 		}()
 	}
 	wg.Wait()
+	return out
+}
+
+// learnedSite is what a site's EPP learned of one site: the learner's
+// part of /debug/sites ("learner", pkg/multisite/learner.Debug); a
+// number without a reading is NaN.
+type learnedSite struct {
+	Ceiling, Rho, Weight              float64
+	RhoFresh, Room, Queued, Full      bool
+	Ready, Silent, Demoted, Telemetry bool
+}
+
+type learnerDebug struct {
+	Learner *struct {
+		Shed  []string `json:"shed"`
+		Sites []struct {
+			Name      string   `json:"name"`
+			Ceiling   *float64 `json:"ceiling"`
+			Rho       *float64 `json:"rho"`
+			Weight    *float64 `json:"weight"`
+			RhoFresh  bool     `json:"rhoFresh"`
+			Room      bool     `json:"room"`
+			Queued    bool     `json:"queued"`
+			Full      bool     `json:"full"`
+			Ready     bool     `json:"ready"`
+			Silent    bool     `json:"silent"`
+			Demoted   bool     `json:"demoted"`
+			Telemetry bool     `json:"telemetry"`
+		} `json:"sites"`
+	} `json:"learner"`
+}
+
+// learnedView reads the EPP's learned state of every site (empty before
+// the first control step).
+func (s *gridSite) learnedView(t *testing.T) map[string]learnedSite {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, s.metrics+"/debug/sites", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+metricsToken)
+	resp, err := s.client.Do(req)
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	var d learnerDebug
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&d))
+	out := map[string]learnedSite{}
+	if d.Learner == nil {
+		return out
+	}
+	num := func(p *float64) float64 {
+		if p == nil {
+			return math.NaN()
+		}
+		return *p
+	}
+	for _, ls := range d.Learner.Sites {
+		out[ls.Name] = learnedSite{Ceiling: num(ls.Ceiling), Rho: num(ls.Rho), Weight: num(ls.Weight),
+			RhoFresh: ls.RhoFresh, Room: ls.Room, Queued: ls.Queued, Full: ls.Full,
+			Ready: ls.Ready, Silent: ls.Silent, Demoted: ls.Demoted, Telemetry: ls.Telemetry}
+	}
 	return out
 }

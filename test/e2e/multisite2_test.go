@@ -2,33 +2,291 @@ package e2e
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"strconv"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/require"
 )
 
-// TestMultisiteGrid runs the three-site grid of issue 13 end to end.
-func TestMultisiteGrid(t *testing.T) {
-	g := startGrid(t, gridOpts{sites: []string{"a", "b", "c"}, site: map[string]gridSiteOpts{
-		"a": {sims: 1}, "b": {sims: 2}, "c": {sims: 3},
-	}})
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	a := g.site("a")
-	for _, r := range a.burst(ctx, 10, 4, 4, "smoke") {
-		require.NoError(t, r.err)
-		require.Equal(t, http.StatusOK, r.status, r.body)
+// The multi-site routing of issue 13 end to end, on the three-site grid
+// of grid_test.go: site a's gateway takes every client request, its EPP
+// chooses a site (learned capacity, pressure tiers, silence, shedding),
+// and a remote site's gateway and EPP serve it on their own pods.
+
+// gridConfig is every EPP's configuration: GIE's default profile and an
+// availability block tuned to the test's relays (polls every 300 ms):
+// shedding on, a 2 s freshness window, ceilings from 1, and full / room
+// after 1 s.
+const gridConfig = `apiVersion: inference.networking.x-k8s.io/v1alpha1
+kind: EndpointPickerConfig
+availability:
+  shedding: true
+  freshnessWindowMs: 2000
+  ceilingFloor: 1
+  fullAfterMs: 1000
+  roomAfterMs: 1000
+plugins:
+- type: queue-scorer
+- type: kv-cache-utilization-scorer
+- type: prefix-cache-scorer
+- type: max-score-picker
+- type: single-profile-handler
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: queue-scorer
+    weight: 2
+  - pluginRef: kv-cache-utilization-scorer
+    weight: 2
+  - pluginRef: prefix-cache-scorer
+    weight: 3
+  - pluginRef: max-score-picker
+`
+
+// ledger keeps every client reply of the test, for the accounting at the
+// end.
+type ledger struct {
+	mu      sync.Mutex
+	replies []gridReply
+	phase   []string
+}
+
+func (l *ledger) add(phase string, rs ...gridReply) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, r := range rs {
+		l.replies = append(l.replies, r)
+		l.phase = append(l.phase, phase)
 	}
-	t.Run("cut", func(t *testing.T) {
-		b := g.site("b")
-		b.cut()
-		defer b.heal()
-		m0 := seriesAt(t, a.relayAdmin+"/metrics", "")
+}
+
+// bySite counts the OK replies by x-grid-site.
+func bySite(rs []gridReply) map[string]int {
+	out := map[string]int{}
+	for _, r := range rs {
+		if r.err == nil && r.status == http.StatusOK {
+			out[r.site]++
+		}
+	}
+	return out
+}
+
+// requireServed requires every reply to be a 200 that names its site.
+func requireServed(t *testing.T, rs []gridReply) {
+	t.Helper()
+	for i, r := range rs {
+		require.NoError(t, r.err, "reply %d", i)
+		require.Equal(t, http.StatusOK, r.status, "reply %d: %s", i, r.body)
+		require.Contains(t, []string{"a", "b", "c"}, r.site, "reply %d names its site", i)
+	}
+}
+
+// hold keeps n long requests open at a sim, bypassing every EPP (they
+// load the sim, so its site looks busy, and are never counted as routed);
+// the returned function ends them and waits.
+func hold(t *testing.T, simAddr string, n, maxTokens int) func() {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: n}}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			body := fmt.Sprintf(`{"model":%q,"prompt":"hold %d","max_tokens":%d}`, modelName, i, maxTokens)
+			req, _ := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+simAddr+"/v1/completions", strings.NewReader(body))
+			req.Header.Set("content-type", "application/json")
+			if resp, err := client.Do(req); err == nil {
+				_ = resp.Body.Close()
+			}
+		}()
+	}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cancel()
+			wg.Wait()
+			client.CloseIdleConnections()
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// servedAt sums what the site's EPP counts as served by its sims.
+func servedAt(t *testing.T, s *gridSite) uint64 {
+	t.Helper()
+	var n uint64
+	for _, v := range s.served(t) {
+		n += v
+	}
+	return n
+}
+
+func TestMultisiteRouting(t *testing.T) {
+	if testing.Short() {
+		t.Skip("three sites of processes")
+	}
+	// Different capacities: a 2×4, b 3×8, c 1×2 running sequences; c
+	// also decodes slowly, so it is the one to overload.
+	g := startGrid(t, gridOpts{sites: []string{"a", "b", "c"}, config: gridConfig, site: map[string]gridSiteOpts{
+		"a": {sims: 2, simArgs: []string{"--max-running", "4"}},
+		"b": {sims: 3, simArgs: []string{"--max-running", "8"}},
+		"c": {sims: 1, simArgs: []string{"--max-running", "2", "--decode-base", "30ms"}},
+	}})
+	a, b, c := g.site("a"), g.site("b"), g.site("c")
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Second)
+	defer cancel()
+	var all ledger
+
+	t.Run("traffic splits by learned capacity", func(t *testing.T) {
+		// Learn: bursts well over every site's capacity, so each site
+		// shows its limit (work waiting) and its plateau.
+		for round := range 3 {
+			rs := a.burst(ctx, 60, 40, 120, "learn"+strconv.Itoa(round))
+			all.add("learn", rs...)
+			requireServed(t, rs)
+		}
+		view := a.learnedView(t)
+		require.Greater(t, view["b"].Ceiling, view["c"].Ceiling, "b (3×8) has the larger learned ceiling than c (1×2): %+v", view)
+		// Measure at a load every site has room for at times.
+		rs := a.burst(ctx, 150, 12, 60, "split")
+		all.add("split", rs...)
+		requireServed(t, rs)
+		n := bySite(rs)
+		t.Logf("split: %v, learned %+v", n, view)
+		require.Greater(t, n["b"], n["c"], "the larger site takes more: %v", n)
+		require.Greater(t, n["b"], n["a"], "the larger site takes more: %v", n)
+		require.Positive(t, n["a"]+n["c"], "the others take some too: %v", n)
+	})
+
+	t.Run("overloading one site moves new requests to the others", func(t *testing.T) {
+		stop := hold(t, c.simAddr[0], 12, 4000)
+		// Judged by a's view, not by time: c has no room.
 		require.Eventually(t, func() bool {
-			m := seriesAt(t, a.relayAdmin+"/metrics", "")
-			return m[series("grid_peer_poll_total", "peer", "b", "outcome", "unreachable")] >= m0[series("grid_peer_poll_total", "peer", "b", "outcome", "unreachable")]+2
-		}, 30*time.Second, 20*time.Millisecond)
+			v := a.learnedView(t)["c"]
+			return !v.Room
+		}, 30*time.Second, 50*time.Millisecond, "a never saw c without room: %+v", a.learnedView(t))
+		rs := a.burst(ctx, 60, 6, 40, "overload")
+		all.add("overload", rs...)
+		requireServed(t, rs)
+		n := bySite(rs)
+		t.Logf("with c overloaded: %v", n)
+		require.LessOrEqual(t, n["c"], 2, "c, without room, gets (almost) nothing while a and b have room: %v", n)
+		stop()
+		require.Eventually(t, func() bool { return a.learnedView(t)["c"].Room }, 30*time.Second, 50*time.Millisecond, "c has room again")
+	})
+
+	t.Run("a cut relay link: silent, no request, back after two samples", func(t *testing.T) {
+		b.cut()
+		cutAt := time.Now()
+		healed := false
+		defer func() {
+			if !healed {
+				b.heal()
+			}
+		}()
+		require.Eventually(t, func() bool { return a.learnedView(t)["b"].Silent }, 30*time.Second, 50*time.Millisecond, "b never went silent")
+		t.Logf("b silent %s after the cut", time.Since(cutAt).Round(time.Millisecond))
+		before := servedAt(t, b)
+		rs := a.burst(ctx, 40, 6, 40, "cut")
+		all.add("cut", rs...)
+		requireServed(t, rs)
+		n := bySite(rs)
+		require.Zero(t, n["b"], "a silent site gets no request while others live: %v", n)
+		require.Equal(t, before, servedAt(t, b), "b's servers served nothing through its EPP meanwhile")
+
+		b.heal()
+		healed = true
+		healAt := time.Now()
+		require.Eventually(t, func() bool { return !a.learnedView(t)["b"].Silent }, 30*time.Second, 50*time.Millisecond, "b never returned")
+		t.Logf("b back %s after the heal", time.Since(healAt).Round(time.Millisecond))
+		// And it takes requests again.
+		deadline := time.Now().Add(30 * time.Second)
+		for {
+			rs := a.burst(ctx, 20, 6, 40, "healed")
+			all.add("healed", rs...)
+			requireServed(t, rs)
+			if bySite(rs)["b"] > 0 {
+				break
+			}
+			require.True(t, time.Now().Before(deadline), "b, back, never got a request")
+		}
+	})
+
+	t.Run("shedding: every site full gives 429 with Retry-After, then routing resumes", func(t *testing.T) {
+		var stops []func()
+		for _, s := range []*gridSite{a, b, c} {
+			for _, addr := range s.simAddr {
+				stops = append(stops, hold(t, addr, 24, 4000))
+			}
+		}
+		var shed gridReply
+		require.Eventually(t, func() bool {
+			r := a.send(ctx, "shed probe", 4)
+			all.add("shed", r)
+			if r.err == nil && r.status == http.StatusTooManyRequests {
+				shed = r
+				return true
+			}
+			return false
+		}, 40*time.Second, 100*time.Millisecond, "no 429 with every site full")
+		ra, err := strconv.Atoi(shed.retryAfter)
+		require.NoError(t, err, "Retry-After %q", shed.retryAfter)
+		require.GreaterOrEqual(t, ra, 3)
+		require.LessOrEqual(t, ra, 7)
+		require.Contains(t, shed.body, "rate_limit_exceeded")
+		for _, stop := range stops {
+			stop()
+		}
+		stoppedAt := time.Now()
+		require.Eventually(t, func() bool {
+			r := a.send(ctx, "resume probe", 4)
+			all.add("resume", r)
+			return r.err == nil && r.status == http.StatusOK
+		}, 30*time.Second, 100*time.Millisecond, "routing never resumed")
+		t.Logf("routing resumed %s after the overload ended (roomAfterMs 1000)", time.Since(stoppedAt).Round(time.Millisecond))
+	})
+
+	t.Run("every request is accounted for, none forwarded twice", func(t *testing.T) {
+		all.mu.Lock()
+		rs, phases := append([]gridReply(nil), all.replies...), append([]string(nil), all.phase...)
+		all.mu.Unlock()
+		ok := map[string]uint64{}
+		for i, r := range rs {
+			require.NoError(t, r.err, "reply %d (%s)", i, phases[i])
+			switch r.status {
+			case http.StatusOK:
+				require.Contains(t, []string{"a", "b", "c"}, r.site, "reply %d (%s) names its site", i, phases[i])
+				require.Equal(t, r.site, r.backend, "reply %d: x-grid-backend is the site's cluster", i)
+				require.True(t, strings.HasPrefix(r.sim, r.site+"-sim-"), "reply %d (%s): x-grid-site %s but served by %s", i, phases[i], r.site, r.sim)
+				ok[r.site]++
+			case http.StatusTooManyRequests:
+				require.Contains(t, []string{"shed", "resume"}, phases[i], "reply %d: a 429 outside the shedding phase", i)
+			default:
+				t.Fatalf("reply %d (%s): status %d: %s", i, phases[i], r.status, r.body)
+			}
+		}
+		// Each site's EPP served exactly the replies naming it (the held
+		// requests bypass the EPPs): nothing lost, nothing served twice.
+		for _, s := range []*gridSite{a, b, c} {
+			require.Eventually(t, func() bool { return servedAt(t, s) == ok[s.name] }, 20*time.Second, 50*time.Millisecond,
+				"site %s: served %d, replies naming it %d", s.name, servedAt(t, s), ok[s.name])
+		}
+		// b and c only ever scheduled locally: nothing they got was
+		// forwarded again.
+		for _, s := range []*gridSite{b, c} {
+			m := seriesAt(t, s.metrics+"/metrics", metricsToken)
+			for k, v := range m {
+				if strings.HasPrefix(k, "grid_route_decisions_total{") && v > 0 {
+					require.Contains(t, k, fmt.Sprintf(`site=%q`, s.name), "site %s decided another site: %s %v", s.name, k, v)
+				}
+			}
+		}
 	})
 }
