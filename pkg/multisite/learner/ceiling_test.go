@@ -51,9 +51,9 @@ func TestG11_HardBoundIsLeastInFlightAtADemonstratedLimit(t *testing.T) {
 		l    ld
 		hard float64
 	}{
-		{busy(14, 1, 2), 30},                 // 2 queued
-		{busy(11, 1, 2), 24},                 // lower: the hard bound follows it down
-		{busy(20, 1, 2), 24},                 // higher: stays (beyond a tiny relax)
+		{busy(14, 1, 2), 30},                    // 2 queued
+		{busy(11, 1, 2), 24},                    // lower: the hard bound follows it down
+		{busy(20, 1, 2), 24},                    // higher: stays (beyond a tiny relax)
 		{ld{running: 9, flow: 1, ready: 2}, 19}, // held by flow control is waiting too
 	} {
 		at := t0.Add(time.Duration(i+1) * time.Second)
@@ -221,8 +221,6 @@ func TestG16_FullAtCeilingWithWorkWaitingForFullAfter(t *testing.T) {
 	sn = r.poll(t0.Add(2*time.Second), batch("a", "p", 1, t0.Add(2*time.Second), ld{running: 2, ready: 2, flow: 1}))
 	assert.False(t, site(t, sn, "a").Full)
 }
-
-
 
 func TestG17_WeightIsCeilingLiftedByExploreFloor(t *testing.T) {
 	r := newRig(t, DefaultSettings(), nil)

@@ -103,7 +103,7 @@ type siteLearn struct {
 	// atLimit: the latest sample was at the ceiling with work waiting;
 	// limitSince is the stamp of the first sample of that run, lastLimit
 	// of the latest such sample (G-16, G-62).
-	atLimit              bool
+	atLimit               bool
 	limitSince, lastLimit time.Time
 
 	// queue is the recent (stamp, depth) readings, for the windowed worst
