@@ -37,6 +37,8 @@ type Metrics struct {
 
 	sites  retained // site/cluster pairs
 	models retained
+	// children caches each pair's gauges (in siteVecs order).
+	children map[string][7]prometheus.Gauge
 }
 
 // retained is the label values a gauge family has, in first-seen order,
@@ -62,6 +64,7 @@ func NewMetrics(reg prometheus.Registerer) (*Metrics, error) {
 		weight:      g(MetricWeight, "The weight a site is drawn with: its ceiling, lifted by the explore floor (NaN: unknown capacity).", "site", "cluster"),
 		shedding:    g(MetricShedding, "1 while a model is shed, 0 otherwise (model \"*\": the models no site names).", "model"),
 		sites:       retained{live: map[string]bool{}},
+		children:    map[string][7]prometheus.Gauge{},
 		models:      retained{live: map[string]bool{}},
 	}
 	if reg == nil {
@@ -133,13 +136,21 @@ func (m *Metrics) set(sn *sitestate.Snapshot, shed map[string]bool) {
 	now := make(map[string]bool, len(sn.Sites))
 	for i := range sn.Sites {
 		s := &sn.Sites[i]
-		now[pairKey(s.Name, s.Cluster)] = true
+		k := pairKey(s.Name, s.Cluster)
+		now[k] = true
 		weight := math.NaN()
 		if s.CapacityKnown {
 			weight = s.Capacity
 		}
-		for j, v := range []float64{s.CeilingSoft, s.CeilingHard, s.Ceiling, s.RhoReported, s.RhoCounted, s.Rho, weight} {
-			m.siteVecs()[j].WithLabelValues(s.Name, s.Cluster).Set(v)
+		g, ok := m.children[k]
+		if !ok {
+			for j, v := range m.siteVecs() {
+				g[j] = v.WithLabelValues(s.Name, s.Cluster)
+			}
+			m.children[k] = g
+		}
+		for j, v := range [7]float64{s.CeilingSoft, s.CeilingHard, s.Ceiling, s.RhoReported, s.RhoCounted, s.Rho, weight} {
+			g[j].Set(v)
 		}
 	}
 	for _, k := range m.sites.mark(now) {
@@ -149,6 +160,7 @@ func (m *Metrics) set(sn *sitestate.Snapshot, shed map[string]bool) {
 		}
 	}
 	m.sites.trim(func(k string) {
+		delete(m.children, k)
 		site, cluster := splitPair(k)
 		for _, v := range m.siteVecs() {
 			v.DeleteLabelValues(site, cluster)
