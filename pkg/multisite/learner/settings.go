@@ -83,10 +83,23 @@ func DefaultSettings() Settings {
 	}
 }
 
-// Validate reports every problem, each prefixed by its key.
+// FieldError is one problem of Settings, with the key it is about.
+type FieldError struct {
+	// Field is the key (`smoothing`, `fullAfterMs`, …).
+	Field string
+	// Message says what is wrong, with the value given.
+	Message string
+}
+
+func (e *FieldError) Error() string { return e.Field + ": " + e.Message }
+
+// Validate reports every problem (each a *FieldError, joined), each
+// prefixed by its key.
 func (s Settings) Validate() error {
 	var errs []error
-	bad := func(key, msg string, v any) { errs = append(errs, fmt.Errorf("%s: %s, got %v", key, msg, v)) }
+	bad := func(key, msg string, v any) {
+		errs = append(errs, &FieldError{Field: key, Message: fmt.Sprintf("%s, got %v", msg, v)})
+	}
 	finite := func(v float64) bool { return !math.IsNaN(v) && !math.IsInf(v, 0) }
 	if !finite(s.Smoothing) || s.Smoothing <= 0 || s.Smoothing > 1 {
 		bad("smoothing", "must be in (0, 1] (1: no smoothing)", s.Smoothing)
