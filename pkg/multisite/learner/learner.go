@@ -77,7 +77,20 @@ func New(opts Options) *Learner {
 func (l *Learner) Holder() *sitestate.Holder { return &l.holder }
 
 // Settings returns the settings the learner runs with.
-func (l *Learner) Settings() Settings { return l.set }
+func (l *Learner) Settings() Settings {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.set
+}
+
+// SetSettings replaces the settings (a configuration reload) from the
+// next Step on; what was learned stays. Turning shedding off clears the
+// shedding state at the next Step.
+func (l *Learner) SetSettings(s Settings) {
+	l.mu.Lock()
+	l.set = s
+	l.mu.Unlock()
+}
 
 // siteLearn is what the learner keeps of one site between steps.
 type siteLearn struct {

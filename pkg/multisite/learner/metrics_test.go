@@ -122,3 +122,22 @@ func count(c prometheus.Collector) int {
 	close(ch)
 	return len(ch)
 }
+
+func TestDebugOfNamesEveryState(t *testing.T) {
+	assert.Nil(t, DebugOf(nil, DefaultSettings()))
+	r := newRig(t, shedding(), fakeHealth{"c": true}, modelPeers()...)
+	learn(r)
+	sn := run(r, 1, 6, map[string]ld{"a": atLimit, "b": atLimit, "c": drained})
+	d := DebugOf(sn, r.l.Settings())
+	require.Len(t, d.Sites, 3)
+	assert.Equal(t, []string{"m1", "m2"}, d.Shed, "c is demoted: a alone holds m2")
+	assert.True(t, d.Shedding)
+	assert.Equal(t, "6s", d.FreshnessWindow)
+	a := d.Sites[0]
+	assert.Equal(t, "a", a.Name)
+	assert.True(t, a.Local && a.Full && a.Queued && a.Ready && a.PublishesLoad && a.Telemetry)
+	require.NotNil(t, a.Ceiling)
+	assert.InDelta(t, 10, *a.Ceiling, 0.05)
+	require.NotNil(t, a.Weight)
+	assert.True(t, d.Sites[2].Demoted)
+}
