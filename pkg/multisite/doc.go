@@ -18,6 +18,12 @@
 //	topology   the sites the EPP knows (name, cluster, gateway address,
 //	           models), from a watched file and, in Kubernetes mode,
 //	           InferencePoolImport status
+//	learner    the control step: learned ceilings, rho, silence, full
+//	           and shedding per site and model, published as one
+//	           sitestate.Snapshot per step; the availability settings and
+//	           the grid_route_site_* and grid_route_shedding gauges
+//	sitestate  the snapshot contract between the control step and the
+//	           site stage of the request path
 //
 // # Remote sites are not endpoints
 //

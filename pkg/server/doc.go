@@ -13,16 +13,22 @@
 // plugins of the serving configuration (below), and, with the multi-site
 // signals source on (Config.Multisite), the site-topology file watcher, the
 // InferencePoolImport watch (Kubernetes mode), the reloaders of the signals
-// client certificate and CA bundle, and the poller of the local site-relay
-// (pkg/multisite). Readiness is: the
+// client certificate and CA bundle, the poller of the local site-relay
+// and the multi-site control step (pkg/multisite/learner: after every
+// successful poll and on a 500 ms tick, MultisiteConfig.LearnInterval,
+// with the configuration's availability settings) (pkg/multisite).
+// Readiness is: the
 // source has synced the pool, the source lets this replica serve (it
 // leads), and the server is not draining.
 // The request path reads two atomically published values: the endpoint
 // snapshot and the runtime (scheduler and parser format) of the current
 // configuration. The multi-site state is published the same way, for the
-// site stage of part 2: SiteSnapshot (the site store's snapshot) and
-// SiteTopology, each one atomic load; remote sites are never endpoints of
-// the datastore (see pkg/multisite).
+// site stage of part 2: SiteStates (the control step's sitestate.Holder,
+// the judged state of every site, which the site stage reads),
+// SiteSnapshot (the site store's snapshot) and SiteTopology, each one
+// atomic load; remote sites are never endpoints of the datastore (see
+// pkg/multisite). /debug/sites shows the rows and, under "learner", the
+// judgement (learner.Debug).
 //
 // # Background plugins (Runners)
 //
