@@ -303,17 +303,23 @@ func (l *Learner) stepSite(ts *topology.Site, ss *sitestore.Site, sn *sitestore.
 		provs = ss.Providers
 	}
 
-	// Readiness (G-20): the latest ready-endpoint count of every provider
-	// that reported one is 0; a site the EPP cannot route to is not
-	// admitted.
-	readyKnown, readySum := false, 0.0
+	// Readiness (G-20): unready when the latest ready-endpoint count of
+	// every provider that reported one is 0. The verdict survives
+	// silence, and clears on a newer sample that omits the readiness
+	// row. A site the EPP cannot route to is not admitted.
+	readyKnown, anyReady := false, false
 	for i := range provs {
-		if provs[i].Ready.Known() {
+		p := &provs[i]
+		switch {
+		case p.Ready.Known() && !p.Ready.Stamp.Before(p.Stamp):
 			readyKnown = true
-			readySum += provs[i].Ready.Value
+			anyReady = anyReady || p.Ready.Value > 0
+		case p.Ready.Known() || !p.Stamp.IsZero():
+			// A sample newer than the readiness row.
+			readyKnown, anyReady = true, true
 		}
 	}
-	st.Ready = ts.Routable() && (!readyKnown || readySum > 0)
+	st.Ready = ts.Routable() && (!readyKnown || anyReady)
 
 	// Publishes-load (G-47) and telemetry (G-23).
 	var stamp time.Time

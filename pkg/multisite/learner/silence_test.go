@@ -6,6 +6,7 @@ import (
 
 	"github.com/stretchr/testify/assert"
 
+	"github.com/switchyard-ai/switchyard/pkg/multisite/signals"
 	"github.com/switchyard-ai/switchyard/pkg/multisite/topology"
 )
 
@@ -24,9 +25,22 @@ func TestG20_UnreadySites(t *testing.T) {
 	assert.True(t, site(t, sn, "c").Ready, "no reading yet is not unready (c is a fallback: no telemetry)")
 	assert.False(t, site(t, sn, "c").Telemetry)
 	assert.False(t, site(t, sn, "d").Ready, "a site the EPP cannot route to (no gateway) is not admitted")
-	// Two providers: ready while one has an endpoint.
-	sn = r.poll(t0.Add(time.Second), batch("b", "q", 1, t0.Add(time.Second), some), rounds("b", t0.Add(time.Second), 2))
+	// The verdict survives silence …
+	at := t0.Add(time.Minute)
+	sn = r.poll(at, batch("a", "p", 1, at, some), rounds("b", at, 2), rounds("d", at, 2))
+	assert.True(t, site(t, sn, "b").Silent)
+	assert.False(t, site(t, sn, "b").Ready)
+	// … and clears on a newer sample that omits the readiness row.
+	at = at.Add(time.Second)
+	sn = r.poll(at, []signals.Sample{{Name: signals.NameAverageRunning, Site: "b", Cluster: "cb", Provider: "p", Value: 1, Stamp: at}}, rounds("b", at, 3))
 	assert.True(t, site(t, sn, "b").Ready)
+	// Two providers: ready while one has an endpoint.
+	at = at.Add(time.Second)
+	sn = r.poll(at, batch("b", "p", 1, at, ld{ready: 0}), batch("b", "q", 1, at, some), rounds("b", at, 4))
+	assert.True(t, site(t, sn, "b").Ready)
+	at = at.Add(time.Second)
+	sn = r.poll(at, batch("b", "p", 1, at, ld{ready: 0}), batch("b", "q", 1, at, ld{ready: 0}), rounds("b", at, 5))
+	assert.False(t, site(t, sn, "b").Ready)
 }
 
 func TestG40_SilentAfterFreshnessWindow(t *testing.T) {
