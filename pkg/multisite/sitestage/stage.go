@@ -59,13 +59,13 @@ var (
 // OpenAI error types of the refusals' bodies (the body's code is the
 // reason).
 const (
-	ErrorTypeRateLimit    = "rate_limit_exceeded"
-	ErrorCodeCapacity     = "capacity_exhausted"
+	ErrorTypeRateLimit     = "rate_limit_exceeded"
+	ErrorCodeCapacity      = "capacity_exhausted"
 	ErrorCodeNoHealthySite = "no_healthy_site"
-	ErrorTypeServer       = "server_error"
-	ErrorTypeInvalid      = "invalid_request_error"
-	RetryAfterMin         = 3 * time.Second // G-63: Retry-After is 3 … 7 s, spread by the request counter
-	RetryAfterSpreadSteps = 5
+	ErrorTypeServer        = "server_error"
+	ErrorTypeInvalid       = "invalid_request_error"
+	RetryAfterMin          = 3 * time.Second // G-63: Retry-After is 3 … 7 s, spread by the request counter
+	RetryAfterSpreadSteps  = 5
 )
 
 // Tier is where a pick came from (G-22, G-23).
