@@ -152,16 +152,16 @@
 //     sets (to the served endpoint) only with
 //     Options.ConformanceTestHeaders; it tells the client which endpoint
 //     served.
-//
 //   - x-grid-origin-site (multi-site only, Options.Sites): set by the
 //     EPP of the site that forwarded the request; when present (any
 //     value) the request is scheduled among the local pods only and never
 //     forwarded again, so two sites cannot bounce a request between them.
 //     Fine from clients: a client that forges it can only keep its own
-//     request on the site it reached (the local pool, with the local
-//     shedding left to the stage), which it could do anyway by talking to
-//     that site; it cannot send a request elsewhere or raise its
-//     priority. Peer gateways set it; nothing needs stripping.
+//     request on the site it reached (the local pool), which it could do
+//     anyway by talking to that site; the stage's model checks and the
+//     429 of a shed model still apply, and it cannot send a request
+//     elsewhere or raise its priority. Peer gateways set it; nothing
+//     needs stripping.
 //   - x-grid-site and x-grid-backend are response headers the Server sets
 //     with Options.Sites: the site and the cluster that served.
 //

@@ -49,7 +49,8 @@ type siteRoute struct {
 // stays local (ReasonInbound); so does one carrying the gateway's subset
 // hint (ReasonSubsetHint, unless Options.DisableSubsetFilter): the hint
 // names endpoints of the local pool, which a remote site does not have,
-// so honouring it means scheduling here. Either way saturation shedding
+// so honouring it means scheduling here. Both still get the stage's model
+// checks (400, 404, the 429 of a shed model). Either way saturation shedding
 // no longer refuses (the seed's shedding rule, in the stage, is the one
 // that does), and the request is never forwarded.
 func (st *stream) siteStep(req *scheduling.Request) (*refusal, bool) {
@@ -58,9 +59,9 @@ func (st *stream) siteStep(req *scheduling.Request) (*refusal, bool) {
 	var d sitestage.Decision
 	switch {
 	case st.headers[OriginSiteHeader] != "":
-		d = stage.KeepLocal(sitestage.ReasonInbound)
+		d = stage.KeepLocal(req.TargetModel, sitestage.ReasonInbound)
 	case st.hasSubset && !st.s.opts.DisableSubsetFilter:
-		d = stage.KeepLocal(sitestage.ReasonSubsetHint)
+		d = stage.KeepLocal(req.TargetModel, sitestage.ReasonSubsetHint)
 	default:
 		d = stage.Decide(req.TargetModel, req.Prompt.Text)
 	}

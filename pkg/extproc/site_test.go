@@ -139,6 +139,9 @@ func TestG63_ShedModelGets429ThroughTheServer(t *testing.T) {
 		require.Contains(t, string(ir.GetBody()), `"capacity_exhausted"`)
 	}
 	require.Len(t, seen, 5, "Retry-After spreads over 3 … 7 s")
+	// A forged (or real) origin header does not escape shedding.
+	got := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions", extproc.OriginSiteHeader, "elsewhere"), body(siteBody, true)}, 1)
+	require.Equal(t, int32(429), int32(got[0].GetImmediateResponse().GetStatus().GetCode()))
 }
 
 func TestG64_UnknownModel404AndNoSite503ThroughTheServer(t *testing.T) {

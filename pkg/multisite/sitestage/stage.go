@@ -211,18 +211,40 @@ func (s *Stage) Decide(model string, prompt []byte) Decision {
 	return d
 }
 
-// KeepLocal is the decision for a request that stays on the local pool
-// without a draw: reason ReasonInbound (it came from another site) or
-// ReasonSubsetHint. It is counted.
-func (s *Stage) KeepLocal(reason string) Decision {
+// KeepLocal is the decision for a request for model that stays on the
+// local pool without a draw: reason ReasonInbound (it came from another
+// site) or ReasonSubsetHint. The model checks still apply (400, 404, and
+// the 429 of a shed model), so a request that claims to come from
+// another site cannot escape shedding. It is counted.
+func (s *Stage) KeepLocal(model, reason string) Decision {
+	turn := s.turn.Add(1)
 	d := Decision{Site: s.localSite, Cluster: s.localCluster, Local: true, Reason: reason}
 	if sn := s.holder.Load(); sn != nil {
-		if l, ok := sn.Local(); ok {
+		if r, refused := modelChecks(sn, model, turn); refused {
+			d = r
+		} else if l, ok := sn.Local(); ok {
 			d.Site, d.Cluster = l.Name, l.Cluster
 		}
 	}
 	s.count(&d)
 	return d
+}
+
+// modelChecks is step 1 of the request step: no model (400), a model no
+// site serves (404), a shed model (429).
+func modelChecks(sn *sitestate.Snapshot, model string, turn uint64) (Decision, bool) {
+	if model == "" && !sn.AnyModel {
+		return refusal(http.StatusBadRequest, ReasonNoModel, ErrorTypeInvalid, "the request names no model, and not every site serves every model", 0), true
+	}
+	if !sn.ServesModel(model) {
+		return refusal(http.StatusNotFound, ReasonModelNotFound, ErrorTypeInvalid, "the model "+strconv.Quote(model)+" is served by no site", 0), true
+	}
+	if sn.Shedding(model) {
+		r := refusal(http.StatusTooManyRequests, ReasonShed, ErrorTypeRateLimit, "every site serving the model is at its capacity; retry later", retryAfter(turn))
+		r.Refusal.Reason = ErrorCodeCapacity
+		return r, true
+	}
+	return Decision{}, false
 }
 
 func (s *Stage) count(d *Decision) {
@@ -262,16 +284,7 @@ func (s *Stage) decide(sn *sitestate.Snapshot, model string, keys *blockKeys, tu
 		return Decision{Site: s.localSite, Cluster: s.localCluster, Local: true, Tier: TierFallback, Path: PathFallback, Reason: ReasonFallback}
 	}
 	// 1. Unknown model: 404; no model: 400; shed: 429.
-	if model == "" && !sn.AnyModel {
-		return refusal(http.StatusBadRequest, ReasonNoModel, ErrorTypeInvalid, "the request names no model, and not every site serves every model", 0)
-	}
-	if !sn.ServesModel(model) {
-		return refusal(http.StatusNotFound, ReasonModelNotFound, ErrorTypeInvalid, "the model "+strconv.Quote(model)+" is served by no site", 0)
-	}
-	if sn.Shedding(model) {
-		r := refusal(http.StatusTooManyRequests, ReasonShed, ErrorTypeRateLimit, "every site serving the model is at its capacity; retry later", retryAfter(turn))
-		r.Refusal.Reason = ErrorCodeCapacity
-		r.Reason = ReasonShed
+	if r, refused := modelChecks(sn, model, turn); refused {
 		return r
 	}
 	sites := sn.Sites

@@ -468,6 +468,11 @@ func TestG63_ShedModelIs429WithRetryAfter3To7(t *testing.T) {
 	if d := s.decide(sn, "other", &blockKeys{}, 1); d.Refusal != nil {
 		t.Fatal("another model was shed")
 	}
+	// A request kept local (inbound, subset hint) is shed too.
+	s.holder.Store(sn)
+	if d := s.KeepLocal("m", ReasonInbound); d.Refusal == nil || d.Refusal.StatusCode != http.StatusTooManyRequests || d.Reason != ReasonShed {
+		t.Fatalf("inbound request of a shed model: %+v", d)
+	}
 }
 
 func TestG64_UnknownModel404NoModel400(t *testing.T) {
@@ -499,7 +504,7 @@ func TestNoSnapshotRoutesLocal(t *testing.T) {
 	if !d.Local || d.Site != "a" || d.Cluster != "a-c" || d.Reason != ReasonFallback {
 		t.Fatalf("%+v", d)
 	}
-	if d := s.KeepLocal(ReasonInbound); !d.Local || d.Site != "a" || d.Reason != ReasonInbound || d.Path != "" {
+	if d := s.KeepLocal("m", ReasonInbound); !d.Local || d.Site != "a" || d.Reason != ReasonInbound || d.Path != "" {
 		t.Fatalf("%+v", d)
 	}
 }
@@ -543,7 +548,7 @@ func TestMetricsClosedLabelSets(t *testing.T) {
 		s.Decide("m", nil)
 	}
 	s.Decide("shed", nil)
-	s.KeepLocal(ReasonInbound)
+	s.KeepLocal("m", ReasonInbound)
 	if got := counterValue(t, s.selections[1]); got != 10 {
 		t.Fatalf("between_two %v", got)
 	}
