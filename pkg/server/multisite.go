@@ -87,6 +87,7 @@ type multisite struct {
 	cert    *tlsutil.Reloader
 	ca      *tlsutil.CABundle
 	imports Runner
+	step    siteStep // sitestage.go
 }
 
 // newMultisite loads the topology file and the TLS files, so that their
@@ -142,6 +143,9 @@ func (s *Server) newMultisite(cfg MultisiteConfig) (*multisite, error) {
 			return nil, fmt.Errorf("InferencePoolImport watch: %w", err)
 		}
 	}
+	if err := s.newSiteStep(m); err != nil {
+		return nil, fmt.Errorf("site stage: %w", err)
+	}
 	return m, nil
 }
 
@@ -156,6 +160,7 @@ func (m *multisite) start(goLoop func(func(context.Context)), goErr func(name st
 		goErr("InferencePoolImport watch", m.imports.Run)
 	}
 	goLoop(m.poller.Run)
+	m.startSiteStep(goLoop)
 }
 
 func (m *multisite) describe() []any {

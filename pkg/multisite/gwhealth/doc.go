@@ -2,7 +2,8 @@
 // multi-site topology (seed 000, G-55 … G-57): every 3 s each remote
 // site's gateway (its host:port in the topology, nothing else) gets a
 // probe, a TCP connect within 1 s by default (Options.Probe replaces
-// it). A gateway starts pending (down), is up after 2 consecutive
+// it; a gateway given by host name fails the default probe without a
+// lookup, since the data plane routes to literal ip:port only). A gateway starts pending (down), is up after 2 consecutive
 // passes (G-56) and down again after 2 consecutive failures: symmetric,
 // so one lost probe neither demotes an up gateway nor brings a down one
 // back, and a dead gateway is demoted within two rounds (about 6 s, the

@@ -3,8 +3,10 @@ package gwhealth
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"net"
+	"net/netip"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -122,8 +124,14 @@ func New(opts Options) (*Prober, error) {
 	return p, nil
 }
 
-// dialProbe is a TCP connect check.
+// dialProbe is a TCP connect check of a literal ip:port. A host name
+// fails without a lookup: the data plane routes to literal addresses
+// only (Envoy's ORIGINAL_DST, pkg/gateway), so a site whose gateway is a
+// name could not take a forwarded request anyway.
 func dialProbe(ctx context.Context, addr string) error {
+	if _, err := netip.ParseAddrPort(addr); err != nil {
+		return fmt.Errorf("gateway %q is not a literal ip:port (the data plane does not resolve names): %w", addr, err)
+	}
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "tcp", addr)
 	if err != nil {

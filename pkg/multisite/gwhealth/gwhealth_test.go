@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"net"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -252,6 +253,13 @@ func TestG55_ReturnNeedsHealthAndSignals(t *testing.T) {
 	snap()
 	if n := picks(); n != 200 {
 		t.Fatalf("b (room) took %d of 200 after two passes", n)
+	}
+}
+
+func TestDefaultProbeResolvesNoName(t *testing.T) {
+	err := dialProbe(context.Background(), "gw.site-b.example:443")
+	if err == nil || !strings.Contains(err.Error(), "not a literal ip:port") {
+		t.Fatalf("%v", err)
 	}
 }
 
