@@ -1,6 +1,7 @@
 package extproc_test
 
 import (
+	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/require"
 
+	configfiles "github.com/switchyard-ai/switchyard/config"
 	"github.com/switchyard-ai/switchyard/pkg/extproc"
 	"github.com/switchyard-ai/switchyard/pkg/multisite/sitestage"
 	"github.com/switchyard-ai/switchyard/pkg/multisite/sitestate"
@@ -22,7 +24,7 @@ func site(name string, local bool, gateway string) sitestate.Site {
 }
 
 // withSites gives the harness a site stage over holder.
-func withSites(t *testing.T, holder *sitestate.Holder) func(*extproc.Options) {
+func withSites(t testing.TB, holder *sitestate.Holder) func(*extproc.Options) {
 	stage, err := sitestage.New(sitestage.Options{Holder: holder, LocalSite: "here", LocalCluster: "here-cluster", Seed: 5,
 		Registerer: prometheus.NewRegistry()})
 	require.NoError(t, err)
@@ -182,4 +184,33 @@ func TestSiteSaturationSheddingLeftToTheStage(t *testing.T) {
 	got = h.exchange(t, msgs(), 3)
 	require.Nil(t, got[0].GetImmediateResponse(), "not shed: %v", got[0])
 	require.True(t, strings.HasPrefix(setHeaders(got[0])[extproc.DestinationHeader], "127.10.0."))
+}
+
+// BenchmarkRequestPathSites8 is BenchmarkRequestPath with the site stage
+// over 8 sites, the local one the only site with room (so every request
+// is still scheduled on the 100 local pods): the difference is the site
+// step's cost on the whole path.
+func BenchmarkRequestPathSites8(b *testing.B) {
+	holder := &sitestate.Holder{}
+	sites := []sitestate.Site{site("here", true, "")}
+	for i := 1; i < 8; i++ {
+		s := site("peer-"+strconv.Itoa(i), false, "127.0.0."+strconv.Itoa(i+1)+":9000")
+		s.Room, s.Queued = false, true
+		sites = append(sites, s)
+	}
+	holder.Store(&sitestate.Snapshot{Sites: sites, AnyModel: true})
+	h := start(b, string(configfiles.Default), benchPods(100), withSites(b, holder))
+	msgs := make([][]*extprocv3.ProcessingRequest, 64)
+	for i := range msgs {
+		msgs[i] = benchMessages(i)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := oneRequest(ctx, h.client, msgs[i%len(msgs)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
 }
