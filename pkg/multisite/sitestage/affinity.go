@@ -67,6 +67,32 @@ type affinity struct {
 	mask                          uint64
 	seed                          maphash.Seed
 	slots                         []atomic.Uint64
+	// keys caches the site tags of the latest snapshot (built once per
+	// snapshot, by whichever request sees it first).
+	keys atomic.Pointer[snapshotKeys]
+}
+
+// snapshotKeys are the site tags of one snapshot's sites, by index.
+type snapshotKeys struct {
+	sites *sitestate.Site // &Sites[0] of the snapshot they belong to
+	n     int
+	keys  []uint64
+}
+
+// siteKeys returns the site tags of sites (a snapshot's Sites).
+func (a *affinity) siteKeys(sites []sitestate.Site) []uint64 {
+	if c := a.keys.Load(); c != nil && c.n == len(sites) && len(sites) > 0 && c.sites == &sites[0] {
+		return c.keys
+	}
+	c := &snapshotKeys{n: len(sites), keys: make([]uint64, len(sites))}
+	if len(sites) > 0 {
+		c.sites = &sites[0]
+	}
+	for i := range sites {
+		c.keys[i] = siteKey(sites[i].Name, sites[i].Cluster)
+	}
+	a.keys.Store(c)
+	return c.keys
 }
 
 func newAffinity(o AffinityOptions) (*affinity, error) {
@@ -160,9 +186,9 @@ func (a *affinity) narrow(sites []sitestate.Site, c *set, k *blockKeys) {
 	if run < a.minRun {
 		return
 	}
+	keys := a.siteKeys(sites)
 	for j := 0; j < c.n; j++ {
-		st := &sites[c.idx[j]]
-		if siteKey(st.Name, st.Cluster) == site {
+		if keys[c.idx[j]] == site {
 			c.idx[0] = c.idx[j]
 			c.n = 1
 			return
