@@ -36,7 +36,7 @@ func decode(data []byte, maxBytes int, errs *errorList) *EndpointPickerConfig {
 		return nil
 	}
 	cfg := &EndpointPickerConfig{}
-	d.keys("", obj, "apiVersion", "kind", "featureGates", "plugins", "schedulingProfiles", "saturationDetector", "dataLayer", "data", "flowControl", "parser")
+	d.keys("", obj, "apiVersion", "kind", "featureGates", "plugins", "schedulingProfiles", "saturationDetector", "dataLayer", "data", "flowControl", "parser", "availability")
 	cfg.APIVersion = d.str("apiVersion", obj["apiVersion"])
 	cfg.Kind = d.str("kind", obj["kind"])
 	for i, g := range d.list("featureGates", obj["featureGates"]) {
@@ -121,6 +121,9 @@ func decode(data []byte, maxBytes int, errs *errorList) *EndpointPickerConfig {
 	}
 	if v, ok := obj["flowControl"]; ok && v != nil {
 		cfg.FlowControl = d.flowControl("flowControl", v)
+	}
+	if v, ok := obj["availability"]; ok && v != nil {
+		cfg.Availability = d.availability("availability", v)
 	}
 	return cfg
 }

@@ -168,6 +168,7 @@ flowControl:
   defaultPriorityBand: {priority: 0, maxBytes: 1Gi, maxRequests: 10, fairnessPolicyRef: "", orderingPolicyRef: ""}
   priorityBands: [{priority: 1, maxBytes: 1Gi, maxRequests: 10, fairnessPolicyRef: "", orderingPolicyRef: ""}]
   usageLimitPolicyPluginRef: ""
+availability: {shedding: false, smoothing: 0.3, ceilingHalfLifeMs: 600000, ceilingFloor: 8, exploreFloor: 0.25, fullAfterMs: 5000, roomAfterMs: 2000, queueFull: 1, freshnessWindowMs: 6000}
 `
 	for _, k := range keys {
 		last := k[strings.LastIndex(k, ".")+1:]

@@ -3,6 +3,8 @@ package config
 import (
 	"encoding/json"
 
+	"github.com/switchyard-ai/switchyard/pkg/multisite/learner"
+
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
@@ -35,6 +37,9 @@ type EndpointPickerConfig struct {
 	DataLayer          *DataLayerConfig          `json:"dataLayer,omitempty"`
 	FlowControl        *FlowControlConfig        `json:"flowControl,omitempty"`
 	Parser             *ParserConfig             `json:"parser,omitempty"`
+	// Availability is the multi-site availability block (availability.go);
+	// nil means every default.
+	Availability *learner.Settings `json:"availability,omitempty"`
 }
 
 // PluginSpec declares one plugin instance.

@@ -97,12 +97,23 @@ type Snapshot struct {
 	// Models), so that no model is unknown (G-64's 404).
 	Known    []string
 	AnyModel bool
+	// ShedOthers is true when the models no site names (those only the
+	// sites serving every model serve, AnyModel) are shed: every such
+	// site is full. Shedding reads it.
+	ShedOthers bool
 }
 
-// Shedding reports whether model is shed.
+// Shedding reports whether model is shed: listed in Shed, or a model no
+// site names while ShedOthers is set.
 func (sn *Snapshot) Shedding(model string) bool {
-	_, ok := slices.BinarySearch(sn.Shed, model)
-	return ok
+	if _, ok := slices.BinarySearch(sn.Shed, model); ok {
+		return true
+	}
+	if !sn.ShedOthers {
+		return false
+	}
+	_, named := slices.BinarySearch(sn.Known, model)
+	return !named
 }
 
 // ServesModel reports whether any site serves model.
