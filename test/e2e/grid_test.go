@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -377,8 +378,9 @@ type learnedSite struct {
 
 type learnerDebug struct {
 	Learner *struct {
-		Shed  []string `json:"shed"`
-		Sites []struct {
+		Shed       []string `json:"shed"`
+		ShedOthers bool     `json:"shedOthers"`
+		Sites      []struct {
 			Name      string   `json:"name"`
 			Ceiling   *float64 `json:"ceiling"`
 			Rho       *float64 `json:"rho"`
@@ -399,6 +401,14 @@ type learnerDebug struct {
 // the first control step).
 func (s *gridSite) learnedView(t *testing.T) map[string]learnedSite {
 	t.Helper()
+	v, _ := s.learned(t)
+	return v
+}
+
+// learned reads the EPP's learned state of every site and whether the
+// test's model is shed.
+func (s *gridSite) learned(t *testing.T) (map[string]learnedSite, bool) {
+	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, s.metrics+"/debug/sites", nil)
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+metricsToken)
@@ -410,7 +420,7 @@ func (s *gridSite) learnedView(t *testing.T) map[string]learnedSite {
 	require.NoError(t, json.NewDecoder(resp.Body).Decode(&d))
 	out := map[string]learnedSite{}
 	if d.Learner == nil {
-		return out
+		return out, false
 	}
 	num := func(p *float64) float64 {
 		if p == nil {
@@ -423,5 +433,5 @@ func (s *gridSite) learnedView(t *testing.T) map[string]learnedSite {
 			RhoFresh: ls.RhoFresh, Room: ls.Room, Queued: ls.Queued, Full: ls.Full,
 			Ready: ls.Ready, Silent: ls.Silent, Demoted: ls.Demoted, Telemetry: ls.Telemetry}
 	}
-	return out
+	return out, d.Learner.ShedOthers || slices.Contains(d.Learner.Shed, modelName)
 }
