@@ -75,9 +75,15 @@ func (s *demoSite) gatewayURL() string { return "http://" + s.gwLis.Addr().Strin
 // siteName is the name of site i: a, b, c, ...
 func siteName(i int) string { return string(rune('a' + i)) }
 
-// demoLearned returns the site stage's snapshot (the learner's) of srv, or
-// nil when there is none; see demo_sites_learned.go.
-var demoLearned = func(*server.Server) *sitestate.Snapshot { return nil }
+// demoLearned returns the control step's latest snapshot of srv (what the
+// site stage reads), or nil before the first step.
+func demoLearned(srv *server.Server) *sitestate.Snapshot {
+	h := srv.SiteStates()
+	if h == nil {
+		return nil
+	}
+	return h.Load()
+}
 
 func demoSites(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	logger, err := f.log.logger(stderr)
@@ -225,14 +231,6 @@ func demoSites(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error
 			return fmt.Errorf("site %s: %w", s.name, err)
 		}
 		srv := s.srv
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := srv.Run(ctx); err != nil {
-				logger.Error(err, "EPP stopped", "site", s.name)
-				cancel()
-			}
-		}()
 
 		relayCert, relayKey, err := ca.issue(filepath.Join(sdir, "relay-tls"), siteID)
 		if err != nil {
@@ -259,6 +257,15 @@ func demoSites(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error
 		if err := s.relay.Listen(); err != nil {
 			return fmt.Errorf("site %s relay: %w (its port was taken after it was reserved: start the demo again)", s.name, err)
 		}
+		// The EPP runs once its relay listens, so its first polls find it.
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := srv.Run(ctx); err != nil {
+				logger.Error(err, "EPP stopped", "site", s.name)
+				cancel()
+			}
+		}()
 		rl := s.relay
 		wg.Add(1)
 		go func() {
@@ -552,8 +559,9 @@ func writeSitesTable(w io.Writer, sites []*demoSite, load *demoLoad, ev *demoEve
 			if site, ok := sn.Site(s.name); ok {
 				if p, ok := site.Provider("pool"); ok {
 					ready, running, queue = reading(p.Ready, "%.0f"), reading(p.Running, "%.1f"), reading(p.Queue, "%.1f")
-					if !p.Stamp.IsZero() && !sn.Date.IsZero() {
-						age = sn.Date.Sub(p.Stamp).Round(100 * time.Millisecond).String()
+					if !p.Stamp.IsZero() {
+						// The relays' clock is this machine's.
+						age = max(0, time.Since(p.Stamp)).Round(100 * time.Millisecond).String()
 					}
 				}
 			}

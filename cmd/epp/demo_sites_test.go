@@ -49,7 +49,7 @@ func TestDemoSites(t *testing.T) {
 	keys, typeKey := io.Pipe()
 	defer typeKey.Close()
 	f := demoFlags{sites: 3, listen: "127.0.0.1:0", timeScale: 0.01, interval: 200 * time.Millisecond, traffic: 5,
-		cutSite: "b", cutAfter: 2 * time.Second, cutFor: 3 * time.Second, stdin: keys}
+		cutSite: "b", cutAfter: 2 * time.Second, cutFor: 6 * time.Second, stdin: keys}
 	t.Cleanup(func() {
 		if t.Failed() {
 			o := out.String()
@@ -70,7 +70,7 @@ func TestDemoSites(t *testing.T) {
 	}, 60*time.Second, 10*time.Millisecond, "no banner: %s %s", out.String(), errOut.String())
 	require.Contains(t, out.String(), "curl -si "+url+"/v1/completions")
 	require.Regexp(t, `site b +gateway http://127\.0\.0\.1:\d+ \(remote site\) +3 servers`, out.String())
-	require.Contains(t, out.String(), "Site b's relay link is cut after 2s for 3s.")
+	require.Contains(t, out.String(), "Site b's relay link is cut after 2s for 6s.")
 
 	client := &http.Client{}
 	defer client.CloseIdleConnections()
@@ -80,7 +80,9 @@ func TestDemoSites(t *testing.T) {
 	body, _ := io.ReadAll(resp.Body)
 	_ = resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
-	require.Regexp(t, `^[a-c]-sim-\d$`, resp.Header.Get("x-modelsim-id"))
+	site := resp.Header.Get("x-grid-site")
+	require.Contains(t, []string{"a", "b", "c"}, site, "the response names its site")
+	require.Regexp(t, `^`+site+`-sim-\d$`, resp.Header.Get("x-modelsim-id"), "served at the site it names")
 
 	// Every site's relayed load reaches site a's EPP: each row shows the
 	// site's ready servers (2, 3, 1).
@@ -89,11 +91,27 @@ func TestDemoSites(t *testing.T) {
 		return len(rows) == 3 && rows["a"][2] == "2" && rows["b"][2] == "3" && rows["c"][2] == "1"
 	}, 30*time.Second, 50*time.Millisecond, "no table: %s", out.String())
 
-	// The scheduled cut, then the heal.
+	// Site a's learner judges every site: a ceiling, a rho, a tier.
+	require.Eventually(t, func() bool {
+		rows := lastRows(out.String())
+		for _, n := range []string{"a", "b", "c"} {
+			if r := rows[n]; r == nil || r[6] == "-" || r[7] == "-" || r[8] == "-" || r[10] != "no" {
+				return false
+			}
+		}
+		return true
+	}, 30*time.Second, 50*time.Millisecond, "no learned state")
+
+	// The scheduled cut: b goes silent (its freshness window is 3 s),
+	// then the heal: it returns.
 	require.Eventually(t, func() bool { return everRow(out.String(), "b", 13, "CUT") }, 30*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool { return everRow(out.String(), "b", 10, "SILENT") }, 30*time.Second, 20*time.Millisecond, "b never went silent")
 	require.Eventually(t, func() bool { return strings.Contains(out.String(), "healed site b's relay link") }, 30*time.Second, 20*time.Millisecond)
 	require.Contains(t, out.String(), "cut site b's relay link")
-	require.Eventually(t, func() bool { return lastRows(out.String())["b"][13] == "up" }, 30*time.Second, 20*time.Millisecond)
+	require.Eventually(t, func() bool {
+		r := lastRows(out.String())["b"]
+		return r[13] == "up" && r[10] == "no"
+	}, 30*time.Second, 20*time.Millisecond, "b never returned")
 
 	// The c key toggles the link of --cut-site (the last site without it).
 	_, err = typeKey.Write([]byte("c\n"))
