@@ -201,11 +201,18 @@ func TestMultisiteRouting(t *testing.T) {
 		require.Zero(t, n["b"], "a silent site gets no request while others live: %v", n)
 		require.Equal(t, before, servedAt(t, b), "b's servers served nothing through its EPP meanwhile")
 
+		// Two samples bring b back (G-44): each successful poll of b by
+		// relay a carries at most one new sample of b, so b returns no
+		// sooner than relay a's second successful poll after the heal.
+		okPolls := series("grid_peer_poll_total", "peer", "b", "outcome", "ok")
+		ok0 := seriesAt(t, a.relayAdmin+"/metrics", "")[okPolls]
 		b.heal()
 		healed = true
 		healAt := time.Now()
 		require.Eventually(t, func() bool { return !a.learnedView(t)["b"].Silent }, 30*time.Second, 50*time.Millisecond, "b never returned")
-		t.Logf("b back %s after the heal", time.Since(healAt).Round(time.Millisecond))
+		okBack := seriesAt(t, a.relayAdmin+"/metrics", "")[okPolls]
+		t.Logf("b back %s after the heal, %v successful polls of b by relay a since", time.Since(healAt).Round(time.Millisecond), okBack-ok0)
+		require.GreaterOrEqual(t, okBack-ok0, 2.0, "b returned on fewer than two samples")
 		// And it takes requests again.
 		deadline := time.Now().Add(30 * time.Second)
 		for {
