@@ -166,18 +166,23 @@ func TestMultisiteRouting(t *testing.T) {
 	})
 
 	t.Run("overloading one site moves new requests to the others", func(t *testing.T) {
-		stop := hold(t, c.simAddr[0], 12, 4000)
-		// Judged by a's view, not by time: c has no room.
+		// 8 long requests at c's one server of 2 running sequences: 6
+		// wait, about 18 s of work (short enough that a request a sends
+		// there anyway is served within the client's timeout).
+		stop := hold(t, c.simAddr[0], 8, 1500)
+		// Judged by a's view, not by time: c is full (at its ceiling with
+		// work waiting for fullAfterMs), so no tier but the last (every
+		// site full) holds it.
 		require.Eventually(t, func() bool {
 			v := a.learnedView(t)["c"]
-			return !v.Room
-		}, 30*time.Second, 50*time.Millisecond, "a never saw c without room: %+v", a.learnedView(t))
+			return v.Full && !v.Room
+		}, 30*time.Second, 50*time.Millisecond, "a never saw c full: %+v", a.learnedView(t))
 		rs := a.burst(ctx, 60, 6, 40, "overload")
 		all.add("overload", rs...)
 		requireServed(t, rs)
 		n := bySite(rs)
 		t.Logf("with c overloaded: %v", n)
-		require.LessOrEqual(t, n["c"], 2, "c, without room, gets (almost) nothing while a and b have room: %v", n)
+		require.LessOrEqual(t, n["c"], 2, "c, full, gets (almost) nothing while a and b are not: %v", n)
 		stop()
 		require.Eventually(t, func() bool { return a.learnedView(t)["c"].Room }, 30*time.Second, 50*time.Millisecond, "c has room again")
 	})
@@ -292,15 +297,35 @@ func TestMultisiteRouting(t *testing.T) {
 			require.Eventually(t, func() bool { return servedAt(t, s) == ok[s.name] }, 20*time.Second, 50*time.Millisecond,
 				"site %s: served %d, replies naming it %d", s.name, servedAt(t, s), ok[s.name])
 		}
-		// b and c only ever scheduled locally: nothing they got was
-		// forwarded again.
+		// b and c only ever scheduled locally what a sent them (reason
+		// inbound), each exactly once: nothing they got was forwarded
+		// again, and a's decisions for them are exactly what they served.
+		refusal := map[string]bool{"shed": true, "no_route": true, "model_not_found": true, "no_model": true}
+		am := seriesAt(t, a.metrics+"/metrics", metricsToken)
 		for _, s := range []*gridSite{b, c} {
 			m := seriesAt(t, s.metrics+"/metrics", metricsToken)
+			var inbound float64
 			for k, v := range m {
-				if strings.HasPrefix(k, "grid_route_decisions_total{") && v > 0 {
-					require.Contains(t, k, fmt.Sprintf(`site=%q`, s.name), "site %s decided another site: %s %v", s.name, k, v)
+				if !strings.HasPrefix(k, "grid_route_decisions_total{") || v == 0 {
+					continue
+				}
+				require.Equal(t, series("grid_route_decisions_total", "reason", "inbound", "site", s.name), k,
+					"site %s decided something other than an inbound request: %s %v", s.name, k, v)
+				inbound = v
+			}
+			require.Equal(t, float64(ok[s.name]), inbound, "site %s: inbound requests vs replies naming it", s.name)
+			var routed float64
+			for k, v := range am {
+				if strings.HasPrefix(k, "grid_route_decisions_total{") && strings.Contains(k, fmt.Sprintf(`site=%q`, s.name)) {
+					reason := k[strings.Index(k, `reason="`)+len(`reason="`):]
+					reason = reason[:strings.Index(reason, `"`)]
+					if !refusal[reason] {
+						routed += v
+					}
 				}
 			}
+			require.Equal(t, float64(ok[s.name]), routed, "a's decisions for %s vs replies naming it", s.name)
 		}
+		t.Logf("served: %v (requests: %d)", ok, len(rs))
 	})
 }
