@@ -51,10 +51,10 @@ const (
 
 // Site i has demoSiteEndpoints[i%3] simulated servers, each with
 // demoSiteMaxRunning[i%3] running sequences at most: three sites of
-// different capacities (a: 2×4, b: 3×8, c: 1×2) for the learner to find.
+// different capacities (a: 2×8, b: 3×16, c: 1×4) for the learner to find.
 var (
 	demoSiteEndpoints  = [...]int{2, 3, 1}
-	demoSiteMaxRunning = [...]int{4, 8, 2}
+	demoSiteMaxRunning = [...]int{8, 16, 4}
 )
 
 // demoSite is one running site of the demo.
