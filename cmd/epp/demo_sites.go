@@ -302,8 +302,12 @@ func demoSites(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error
 		if i > 0 {
 			role = "(remote site)"
 		}
-		fmt.Fprintf(stdout, "  site %s  gateway %s %s  %d servers × max-running %d  relay %s  EPP metrics http://%s/metrics\n",
-			s.name, s.gatewayURL(), role, len(s.sims), demoSiteMaxRunning[i%3], s.relay.SignalsAddr(), s.srv.MetricsAddr())
+		servers := "servers"
+		if len(s.sims) == 1 {
+			servers = "server "
+		}
+		fmt.Fprintf(stdout, "  site %s  gateway %s %s  %d %s × max-running %-2d  relay %s  EPP metrics http://%s/metrics\n",
+			s.name, s.gatewayURL(), role, len(s.sims), servers, demoSiteMaxRunning[i%3], s.relay.SignalsAddr(), s.srv.MetricsAddr())
 	}
 	fmt.Fprintf(stdout, "\nSend a request to site a; the x-grid-site response header names the site that served it:\n\n  curl -si %s/v1/completions -H 'content-type: application/json' \\\n    -d '{\"model\": \"%s\", \"prompt\": \"Write a haiku about routers\", \"max_tokens\": 32}'\n\n", gwURL, simCfg.Model)
 	fmt.Fprintf(stdout, "The table shows the sites as site a's EPP sees them: the learned ceiling, the pressure rho,\nthe tier, the draw weight, the picks of the built-in traffic and whether the site is silent.\n")
