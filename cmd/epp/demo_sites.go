@@ -90,16 +90,19 @@ func demoSites(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	var wg sync.WaitGroup
-	defer wg.Wait()
-
+	// On return (an error while starting, too): the sites' gateways and
+	// servers close, ctx ends (the EPPs, relays, traffic and table stop),
+	// then every goroutine is waited for, and the temporary directory
+	// (certificates, topologies) goes.
 	dir, err := os.MkdirTemp("", "switchyard-demo-sites-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(dir)
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
 	ca, err := newDemoCA()
 	if err != nil {
 		return err
@@ -764,6 +767,11 @@ func (l *demoLink) accept() {
 		}
 		l.track(c, true)
 		l.track(up, true)
+		if l.cut.Load() {
+			// Cut while dialing: set may have missed these two.
+			_ = c.Close()
+			_ = up.Close()
+		}
 		l.wg.Add(2)
 		go l.pipe(up, c)
 		go l.pipe(c, up)

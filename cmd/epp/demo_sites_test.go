@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"io"
+	"net"
 	"net/http"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -147,4 +149,27 @@ func TestDemoSitesFlags(t *testing.T) {
 		require.Equal(t, 2, runDemo(tc.args, &out, &errOut), "%v", tc.args)
 		require.Contains(t, errOut.String(), tc.want, "%v", tc.args)
 	}
+}
+
+// A start that fails half-way (site a's EPP refuses its configuration
+// file, after every listener and site a's servers started) returns the
+// error and stops everything it started (goleak checks the goroutines).
+func TestDemoSitesStartFailure(t *testing.T) {
+	var out, errOut syncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	f := demoFlags{sites: 3, listen: "127.0.0.1:0", timeScale: 0.01, configFile: filepath.Join(t.TempDir(), "missing.yaml")}
+	err := demoSites(ctx, f, &out, &errOut)
+	require.ErrorContains(t, err, "site a: ")
+	require.NotContains(t, out.String(), "Switchyard multi-site demo")
+}
+
+// A --listen address in use is named.
+func TestDemoSitesListenTaken(t *testing.T) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	defer l.Close()
+	var out, errOut syncBuffer
+	err = demoSites(context.Background(), demoFlags{sites: 3, listen: l.Addr().String(), timeScale: 0.01}, &out, &errOut)
+	require.ErrorContains(t, err, "choose another address with --listen")
 }
