@@ -144,7 +144,7 @@ func TestMultisiteRouting(t *testing.T) {
 	defer cancel()
 	var all ledger
 
-	t.Run("traffic splits by learned capacity", func(t *testing.T) {
+	t.Run("G-10..G-17, G-31: traffic splits by learned capacity", func(t *testing.T) {
 		// Learn: bursts well over every site's capacity, so each site
 		// shows its limit (work waiting) and its plateau.
 		for round := range 3 {
@@ -165,7 +165,7 @@ func TestMultisiteRouting(t *testing.T) {
 		require.Positive(t, n["a"]+n["c"], "the others take some too: %v", n)
 	})
 
-	t.Run("overloading one site moves new requests to the others", func(t *testing.T) {
+	t.Run("G-16, G-22: overloading one site moves new requests to the others", func(t *testing.T) {
 		// 8 long requests at c's one server of 2 running sequences: 6
 		// wait, about 18 s of work (short enough that a request a sends
 		// there anyway is served within the client's timeout).
@@ -187,7 +187,7 @@ func TestMultisiteRouting(t *testing.T) {
 		require.Eventually(t, func() bool { return a.learnedView(t)["c"].Room }, 30*time.Second, 50*time.Millisecond, "c has room again")
 	})
 
-	t.Run("a cut relay link: silent, no request, back after two samples", func(t *testing.T) {
+	t.Run("G-40, G-43, G-44: a cut relay link: silent, no request, back after two samples", func(t *testing.T) {
 		b.cut()
 		cutAt := time.Now()
 		healed := false
@@ -231,7 +231,7 @@ func TestMultisiteRouting(t *testing.T) {
 		}
 	})
 
-	t.Run("shedding: every site full gives 429 with Retry-After, then routing resumes", func(t *testing.T) {
+	t.Run("G-61..G-63: shedding: every site full gives 429 with Retry-After, then routing resumes", func(t *testing.T) {
 		var stops []func()
 		for _, s := range []*gridSite{a, b, c} {
 			for _, addr := range s.simAddr {
@@ -272,7 +272,7 @@ func TestMultisiteRouting(t *testing.T) {
 		t.Logf("routing resumed %s after the overload ended (roomAfterMs 1000)", time.Since(stoppedAt).Round(time.Millisecond))
 	})
 
-	t.Run("every request is accounted for, none forwarded twice", func(t *testing.T) {
+	t.Run("G-65: every request is accounted for and names its site, none forwarded twice", func(t *testing.T) {
 		all.mu.Lock()
 		rs, phases := append([]gridReply(nil), all.replies...), append([]string(nil), all.phase...)
 		all.mu.Unlock()
