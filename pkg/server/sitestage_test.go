@@ -45,6 +45,11 @@ func TestSiteStepWiring(t *testing.T) {
 	assert.Len(t, s.GatewayHealth().View().Sites, 1, "only the remote site is probed")
 	assert.True(t, s.GatewayHealth().Demoted("site-b"), "one pass: not up yet")
 	assert.False(t, s.GatewayHealth().Demoted("site-a"))
+	state := s.Sites()
+	require.Len(t, state.Sites, 2)
+	assert.Nil(t, state.Sites[0].GatewayHealth, "the local site is not probed")
+	require.NotNil(t, state.Sites[1].GatewayHealth)
+	assert.Equal(t, lis.Addr().String(), state.Sites[1].GatewayHealth.Gateway)
 }
 
 func TestSiteStepOff(t *testing.T) {
