@@ -15,9 +15,10 @@
 //     empty body (the openai parser refuses it with 400; the passthrough
 //     format schedules it, admission and profiles included);
 //   - parses the body once (package requests), builds a scheduling.Request,
-//     with Options.Sites (multi-site) first chooses its site (see "Sites"
-//     below), then narrows the routable endpoints (EndpointView.Routable: eligible —
-//     not failed by a health check, circuit breaker not open — and fresh,
+//     with Options.Sites (multi-site) first chooses its site (see
+//     "Sites" below), then narrows the routable endpoints
+//     (EndpointView.Routable: eligible — not failed by a health check,
+//     circuit breaker not open — and fresh,
 //     see package datastore; an endpoint out of rotation is never a
 //     candidate) by the gateway's subset hint
 //     (envoy.lb.subset_hint) and, with Options.ConformanceTestHeaders only,

@@ -84,8 +84,9 @@
 // bounds handshakes, metadata, messages and flow-control windows; the
 // extproc.Server bounds buffered bytes and the time a request may take to
 // arrive. The metrics port serves /metrics, and /debug/endpoints,
-// /debug/sites (the site topology, the poller's last result and every
-// site's latest rows; {"enabled": false} without the multi-site source)
+// /debug/sites (the site topology, the poller's last result, every
+// site's latest rows and each remote gateway's probe state;
+// {"enabled": false} without the multi-site source)
 // and /debug/pprof/ (Config.EnablePprof) only behind authentication:
 // Config.MetricsFilter (Kubernetes mode's --metrics-endpoint-auth) or
 // Config.MetricsTokenFile (a static bearer token, watched); without either

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/pkg/multisite/gwhealth"
 	"github.com/switchyard-ai/switchyard/pkg/multisite/learner"
 	"github.com/switchyard-ai/switchyard/pkg/multisite/poller"
 	"github.com/switchyard-ai/switchyard/pkg/multisite/sitestate"
@@ -318,6 +319,9 @@ type SiteState struct {
 	LastRowAge    string          `json:"lastRowAge,omitempty"`
 	ProviderCount int             `json:"providerCount"`
 	Providers     []ProviderState `json:"providers,omitempty"`
+	// GatewayHealth is the remote gateway's probe state (sitestage.go);
+	// absent for the local site and sites without a gateway.
+	GatewayHealth *gwhealth.State `json:"gatewayHealth,omitempty"`
 }
 
 // ProviderState is one provider of a site on /debug/sites; a nil value
@@ -386,6 +390,7 @@ func (s *Server) Sites() SitesState {
 		}
 		out.Sites = append(out.Sites, ss)
 	}
+	m.addGatewayHealth(&out)
 	return out
 }
 

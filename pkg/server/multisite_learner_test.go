@@ -92,3 +92,35 @@ func TestMultisiteLearner(t *testing.T) {
 	assert.Contains(t, metrics, `grid_route_site_weight{cluster="cluster-b",site="site-b"} 12`)
 	assert.Contains(t, metrics, `grid_route_shedding{model="m"} 0`)
 }
+
+// TestMultisiteLearnerFollowsReloads: a configuration reload changes the
+// availability settings the control step runs with.
+func TestMultisiteLearnerFollowsReloads(t *testing.T) {
+	f := startSignalsRelay(t, func() string {
+		return signalsRow(signals.NameAverageRunning, "site-a", "cluster-a", "pool", 1) +
+			signalsRow(signals.NamePublishesLoad, "site-a", "cluster-a", "pool", 1)
+	})
+	topo := filepath.Join(t.TempDir(), "topology.yaml")
+	require.NoError(t, os.WriteFile(topo, []byte(topologyTwoSites), 0o600))
+	cfgFile := filepath.Join(t.TempDir(), "epp.yaml")
+	const head = "apiVersion: inference.networking.x-k8s.io/v1alpha1\nkind: EndpointPickerConfig\n"
+	require.NoError(t, os.WriteFile(cfgFile, []byte(head), 0o600))
+	mc := f.config(topo)
+	mc.LearnInterval = 10 * time.Millisecond
+	s, _ := run(t, Config{EndpointsFile: sims(t, 1), Multisite: mc, ConfigFile: cfgFile})
+	require.Eventually(t, func() bool { return s.Sites().Learner != nil }, 10*time.Second, 10*time.Millisecond)
+	assert.False(t, s.Sites().Learner.Shedding)
+	assert.Equal(t, "6s", s.Sites().Learner.FreshnessWindow, "the default")
+
+	require.NoError(t, os.WriteFile(cfgFile, []byte(head+"availability: {shedding: true, freshnessWindowMs: 2500}\n"), 0o600))
+	require.NoError(t, s.Reload())
+	require.Eventually(t, func() bool { l := s.Sites().Learner; return l.Shedding && l.FreshnessWindow == "2.5s" }, 10*time.Second, 10*time.Millisecond)
+
+	// A bad block is refused with its path; the last good settings stay.
+	require.NoError(t, os.WriteFile(cfgFile, []byte(head+"availability: {smoothing: 7}\n"), 0o600))
+	err := s.Reload()
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "availability.smoothing")
+	time.Sleep(50 * time.Millisecond)
+	assert.True(t, s.Sites().Learner.Shedding)
+}

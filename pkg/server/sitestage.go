@@ -59,6 +59,17 @@ func (m *multisite) startSiteStep(goLoop func(func(context.Context))) {
 	goLoop(m.step.health.Run)
 }
 
+// addGatewayHealth adds the probe state of each remote gateway to the
+// /debug/sites document.
+func (m *multisite) addGatewayHealth(out *SitesState) {
+	v := m.step.health.View()
+	for i := range out.Sites {
+		if st, ok := v.Sites[out.Sites[i].Name]; ok {
+			out.Sites[i].GatewayHealth = &st
+		}
+	}
+}
+
 // siteStage is extproc.Options.Sites: nil without multi-site.
 func (s *Server) siteStage() *sitestage.Stage {
 	if s.multisite == nil {

@@ -53,6 +53,32 @@ type DebugSite struct {
 	Demoted       bool `json:"demoted"`
 	// Weight is the draw weight (null: unknown capacity).
 	Weight *float64 `json:"weight"`
+	// Tier is the site's own class, for tables: "T1" (room, no queue),
+	// "T2" (room, queued), "T3" (not full), "T4" (full), or, outside the
+	// tiers, "unready", "silent" or "fallback" (no telemetry). The site
+	// stage forms the tiers per request among the sites serving the
+	// model; a demoted site (Demoted) is a last resort whatever its tier.
+	Tier string `json:"tier"`
+}
+
+// TierOf is DebugSite.Tier.
+func TierOf(s *sitestate.Site) string {
+	switch {
+	case !s.Ready:
+		return "unready"
+	case s.Silent:
+		return "silent"
+	case !s.Telemetry:
+		return "fallback"
+	case s.Room && !s.Queued:
+		return "T1"
+	case s.Room:
+		return "T2"
+	case !s.Full:
+		return "T3"
+	default:
+		return "T4"
+	}
 }
 
 // DebugOf reports a snapshot (nil before the first step: nil).
@@ -81,6 +107,7 @@ func DebugOf(sn *sitestate.Snapshot, set Settings) *Debug {
 		if s.CapacityKnown {
 			ds.Weight = num(s.Capacity)
 		}
+		ds.Tier = TierOf(s)
 		d.Sites = append(d.Sites, ds)
 	}
 	return d

@@ -72,7 +72,9 @@
 // (camelCase keys; see its comment for the seed's snake_case names).
 // Metrics are the grid_route_site_* gauges per (site, cluster), NaN without
 // a reading and NaN (not deleted) for a site that left the topology, and
-// grid_route_shedding{model}.
+// grid_route_shedding{model}. DebugOf is the /debug/sites view of a
+// snapshot (stable JSON names, null for no reading, and each site's own
+// tier class, TierOf).
 //
 // # Who imports it
 //

@@ -11,6 +11,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard-ai/switchyard/pkg/multisite/sitestate"
 	"github.com/switchyard-ai/switchyard/pkg/multisite/topology"
 )
 
@@ -140,4 +141,18 @@ func TestDebugOfNamesEveryState(t *testing.T) {
 	assert.InDelta(t, 10, *a.Ceiling, 0.05)
 	require.NotNil(t, a.Weight)
 	assert.True(t, d.Sites[2].Demoted)
+	assert.Equal(t, "T4", a.Tier)
+	assert.Equal(t, "T1", d.Sites[2].Tier, "c: drained, rho under 1")
+	for i, tc := range []struct {
+		s    sitestate.Site
+		want string
+	}{
+		{sitestate.Site{}, "unready"},
+		{sitestate.Site{Ready: true, Silent: true, Telemetry: true}, "silent"},
+		{sitestate.Site{Ready: true}, "fallback"},
+		{sitestate.Site{Ready: true, Telemetry: true, Room: true, Queued: true}, "T2"},
+		{sitestate.Site{Ready: true, Telemetry: true, Queued: true}, "T3"},
+	} {
+		assert.Equal(t, tc.want, TierOf(&tc.s), "case %d", i)
+	}
 }

@@ -108,6 +108,10 @@ type Decision struct {
 	Tier   Tier
 	Path   string
 	Reason string
+
+	// idx is 1 + the chosen site's index in the snapshot (0: none), for
+	// the counters' per-snapshot cache.
+	idx int16
 }
 
 // Options configures a Stage.
@@ -143,7 +147,21 @@ type Stage struct {
 
 	selections [6]prometheus.Counter
 	decisions  *prometheus.CounterVec
+	refusals   [4]prometheus.Counter // site "", RefusalReasons
+	// counters caches the decision counters of the latest snapshot's
+	// sites, so the request path takes no lock of the CounterVec.
+	counters atomic.Pointer[siteCounters]
 }
+
+// siteCounters are the decision counters of one snapshot's sites, filled
+// as decisions are made: slot i*len(Reasons)+r for site i, reason r.
+type siteCounters struct {
+	sites *sitestate.Site // &Sites[0] of the snapshot
+	n     int
+	c     []atomic.Pointer[counterRef]
+}
+
+type counterRef struct{ prometheus.Counter }
 
 // New returns a Stage.
 func New(opts Options) (*Stage, error) {
@@ -174,8 +192,8 @@ func New(opts Options) (*Stage, error) {
 		Name: "grid_route_decisions_total",
 		Help: "Site decisions by site and reason; refusals (shed, no_route, model_not_found, no_model) have site \"\".",
 	}, []string{"site", "reason"})
-	for _, r := range RefusalReasons {
-		s.decisions.WithLabelValues("", r)
+	for i, r := range RefusalReasons {
+		s.refusals[i] = s.decisions.WithLabelValues("", r)
 	}
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(sel); err != nil {
@@ -201,9 +219,13 @@ func (s *Stage) Decide(model string, prompt []byte) Decision {
 	var keys blockKeys
 	keys.compute(s.aff, prompt)
 	d := s.decide(sn, model, &keys, turn)
-	s.count(&d)
+	s.count(sn, &d)
 	if d.Refusal == nil && s.aff != nil && keys.n > 0 {
-		s.aff.record(&keys, siteKey(d.Site, d.Cluster))
+		key := siteKey(d.Site, d.Cluster)
+		if d.idx > 0 {
+			key = s.aff.siteKeys(sn.Sites)[d.idx-1]
+		}
+		s.aff.record(&keys, key)
 	}
 	if s.log.V(4).Enabled() {
 		s.log.V(4).Info("Site chosen", "model", model, "site", d.Site, "tier", d.Tier.String(), "path", d.Path, "reason", d.Reason)
@@ -219,14 +241,20 @@ func (s *Stage) Decide(model string, prompt []byte) Decision {
 func (s *Stage) KeepLocal(model, reason string) Decision {
 	turn := s.turn.Add(1)
 	d := Decision{Site: s.localSite, Cluster: s.localCluster, Local: true, Reason: reason}
-	if sn := s.holder.Load(); sn != nil {
+	sn := s.holder.Load()
+	if sn != nil {
 		if r, refused := modelChecks(sn, model, turn); refused {
 			d = r
-		} else if l, ok := sn.Local(); ok {
-			d.Site, d.Cluster = l.Name, l.Cluster
+		} else {
+			for i := range sn.Sites {
+				if i < sitestate.MaxSites && sn.Sites[i].Local {
+					d.Site, d.Cluster, d.idx = sn.Sites[i].Name, sn.Sites[i].Cluster, int16(i)+1
+					break
+				}
+			}
 		}
 	}
-	s.count(&d)
+	s.count(sn, &d)
 	return d
 }
 
@@ -247,7 +275,7 @@ func modelChecks(sn *sitestate.Snapshot, model string, turn uint64) (Decision, b
 	return Decision{}, false
 }
 
-func (s *Stage) count(d *Decision) {
+func (s *Stage) count(sn *sitestate.Snapshot, d *Decision) {
 	if d.Path != "" {
 		for i, p := range Paths {
 			if p == d.Path {
@@ -256,7 +284,48 @@ func (s *Stage) count(d *Decision) {
 			}
 		}
 	}
+	if d.Refusal != nil {
+		for i, r := range RefusalReasons {
+			if r == d.Reason {
+				s.refusals[i].Inc()
+				return
+			}
+		}
+	}
+	if d.idx > 0 && sn != nil {
+		if c := s.siteCounter(sn, int(d.idx-1), d); c != nil {
+			c.Inc()
+			return
+		}
+	}
 	s.decisions.WithLabelValues(d.Site, d.Reason).Inc()
+}
+
+// siteCounter returns the cached decision counter of site i of sn for
+// d.Reason, resolving it once per snapshot.
+func (s *Stage) siteCounter(sn *sitestate.Snapshot, i int, d *Decision) prometheus.Counter {
+	r := -1
+	for k, reason := range Reasons {
+		if reason == d.Reason {
+			r = k
+			break
+		}
+	}
+	if r < 0 || i >= len(sn.Sites) {
+		return nil
+	}
+	c := s.counters.Load()
+	if c == nil || c.n != len(sn.Sites) || c.sites != &sn.Sites[0] {
+		c = &siteCounters{sites: &sn.Sites[0], n: len(sn.Sites), c: make([]atomic.Pointer[counterRef], len(sn.Sites)*len(Reasons))}
+		s.counters.Store(c)
+	}
+	slot := &c.c[i*len(Reasons)+r]
+	if ref := slot.Load(); ref != nil {
+		return ref.Counter
+	}
+	ref := &counterRef{s.decisions.WithLabelValues(d.Site, d.Reason)}
+	slot.Store(ref)
+	return ref.Counter
 }
 
 // retryAfter spreads Retry-After over 3 … 7 s by the request counter.
@@ -374,7 +443,7 @@ func (s *Stage) decide(sn *sitestate.Snapshot, model string, keys *blockKeys, tu
 	r2 := mix(r1, s.salt^0x9e3779b97f4a7c15)
 	pick, path := draw(sites, chosen, tier, r1, r2)
 	st := &sites[pick]
-	d := Decision{Site: st.Name, Cluster: st.Cluster, Local: st.Local, Tier: tier, Path: path}
+	d := Decision{Site: st.Name, Cluster: st.Cluster, Local: st.Local, Tier: tier, Path: path, idx: int16(pick) + 1}
 	if !st.Local {
 		d.Gateway = st.Gateway
 	}

@@ -600,3 +600,38 @@ func counterValue(t *testing.T, c prometheus.Counter) float64 {
 	}
 	return m.GetCounter().GetValue()
 }
+
+// TestDecisionCountersFollowTheSnapshot: the per-snapshot counter cache
+// counts each decision on its site's series, across snapshots whose site
+// order differs.
+func TestDecisionCountersFollowTheSnapshot(t *testing.T) {
+	s := newTestStage(t, 3, prometheus.NewRegistry())
+	only := func(name string, others ...string) *sitestate.Snapshot {
+		sites := []sitestate.Site{}
+		for _, o := range others {
+			x := room(o, 10, 0.1)
+			x.Ready = false
+			sites = append(sites, x)
+		}
+		return snap(append(sites, room(name, 10, 0.1))...)
+	}
+	s.holder.Store(only("b", "a"))
+	for i := 0; i < 5; i++ {
+		s.Decide("m", nil)
+	}
+	s.holder.Store(only("a", "b", "c"))
+	for i := 0; i < 3; i++ {
+		s.Decide("m", nil)
+	}
+	s.holder.Store(only("c"))
+	s.KeepLocal("m", ReasonInbound) // no local site in the snapshot: the option's name
+	if got := counterValue(t, s.decisions.WithLabelValues("b", ReasonRoom)); got != 5 {
+		t.Fatalf("b %v", got)
+	}
+	if got := counterValue(t, s.decisions.WithLabelValues("a", ReasonRoom)); got != 3 {
+		t.Fatalf("a %v", got)
+	}
+	if got := counterValue(t, s.decisions.WithLabelValues("a", ReasonInbound)); got != 1 {
+		t.Fatalf("a inbound %v", got)
+	}
+}

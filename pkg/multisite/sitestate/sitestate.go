@@ -26,7 +26,10 @@ type Site struct {
 	// Models are the models the site serves, sorted; empty: every model.
 	Models []string
 
-	// Ready is false when the latest ready-endpoint count is 0 (G-20).
+	// Ready is false when the latest ready-endpoint count is 0 (G-20; the
+	// verdict survives silence and clears on a newer sample without a
+	// readiness row), or when the site is not admitted: a remote site
+	// without a gateway address cannot be routed to.
 	Ready bool
 	// Demoted is true when the gateway's health checks of the site fail
 	// (G-21, G-56): used only as a last resort. The local site is never
