@@ -22,6 +22,7 @@ import (
 
 	"github.com/switchyard-ai/switchyard/pkg/gateway"
 	"github.com/switchyard-ai/switchyard/pkg/modelsim"
+	"github.com/switchyard-ai/switchyard/pkg/multisite/learner"
 	"github.com/switchyard-ai/switchyard/pkg/multisite/relay"
 	"github.com/switchyard-ai/switchyard/pkg/multisite/sitestate"
 	"github.com/switchyard-ai/switchyard/pkg/multisite/sitestore"
@@ -616,25 +617,10 @@ func writeSitesTable(w io.Writer, sites []*demoSite, load *demoLoad, ev *demoEve
 	}
 }
 
-// siteTier names the tier a site is in (G-22, G-23) or why it is in none.
+// siteTier is the site's own tier class (learner.TierOf: T1 … T4,
+// unready, silent, fallback), marked when health-demoted (a last resort).
 func siteTier(s *sitestate.Site) string {
-	var t string
-	switch {
-	case !s.Ready:
-		return "unready"
-	case s.Silent:
-		return "silent"
-	case !s.Telemetry:
-		t = "fallback"
-	case s.Room && !s.Queued:
-		t = "T1"
-	case s.Room:
-		t = "T2"
-	case !s.Full:
-		t = "T3"
-	default:
-		t = "T4 full"
-	}
+	t := learner.TierOf(s)
 	if s.Demoted {
 		t += " demoted"
 	}

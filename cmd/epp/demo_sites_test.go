@@ -18,7 +18,7 @@ import (
 // siteRow matches one site line of the multi-site table: site, ready,
 // running, queue, load age, ceiling, rho, tier, weight, silent, picks,
 // served, link.
-var siteRow = regexp.MustCompile(`(?m)^([a-c]) +(\S+) +(\S+) +(\S+) +(\S+) +(\S+) +(\S+) +(\S+(?: full)?(?: demoted)?) +(\S+) +(\S+) +(\d+|-) +(\d+) +(up|CUT)$`)
+var siteRow = regexp.MustCompile(`(?m)^([a-c]) +(\S+) +(\S+) +(\S+) +(\S+) +(\S+) +(\S+) +(\S+(?: demoted)?) +(\S+) +(\S+) +(\d+|-) +(\d+) +(up|CUT)$`)
 
 // lastRows returns the latest table's row of every site.
 func lastRows(out string) map[string][]string {
