@@ -33,6 +33,12 @@ import (
 //go:embed demo_config.yaml
 var demoConfig string
 
+// demoSitesConfig is the configuration of every EPP of `epp demo --sites`
+// without --config-file.
+//
+//go:embed demo_sites_config.yaml
+var demoSitesConfig string
+
 // demoWeight and demoPrice give the simulated servers different weights and
 // prices, so WeightedRoundRobin and LeastCost have something to choose by:
 // sim-i has weight demoWeight[i%4] and prices demoPrice[i%4] (USD per 1M
@@ -52,6 +58,14 @@ type demoFlags struct {
 	duration   time.Duration
 	strategy   string
 	log        logFlags
+
+	// sites > 1 runs the multi-site demo (demo_sites.go); cutSite,
+	// cutAfter and cutFor cut one site's relay link on a schedule, and
+	// stdin (nil in tests) carries the c key that toggles the cut.
+	sites            int
+	cutSite          string
+	cutAfter, cutFor time.Duration
+	stdin            io.Reader
 }
 
 func runDemo(args []string, stdout, stderr io.Writer) int {
@@ -65,10 +79,14 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&f.interval, "table-interval", time.Second, "refresh period of the endpoint table; 0 hides it")
 	fs.Float64Var(&f.traffic, "traffic", 0, "requests per second of built-in load with shared prompt prefixes (0: none)")
 	fs.DurationVar(&f.duration, "duration", 0, "stop after this long (0: until Ctrl-C)")
+	fs.IntVar(&f.sites, "sites", 1, fmt.Sprintf("number of sites (1..%d); above 1, each site has simulated servers, an EPP, a site-relay and a gateway, --listen is site a's gateway and the table shows the sites", maxDemoSites))
+	fs.StringVar(&f.cutSite, "cut-site", "", "with --sites: cut this site's relay link after --cut-after (the site goes silent for the others), for --cut-for")
+	fs.DurationVar(&f.cutAfter, "cut-after", 20*time.Second, "with --cut-site: when to cut the link")
+	fs.DurationVar(&f.cutFor, "cut-for", 20*time.Second, "with --cut-site: how long the link stays cut (0: until the end)")
 	registerSelectionStrategy(fs, &f.strategy)
 	f.log.register(fs)
 	fs.Usage = func() {
-		fmt.Fprintf(stderr, "Usage: epp demo [flags]\n\nStarts simulated vLLM servers on loopback, the EPP in standalone mode and a gateway,\nand shows how the EPP routes. It logs errors only, unless -v is given. Flags:\n")
+		fmt.Fprintf(stderr, "Usage: epp demo [flags]\n\nStarts simulated vLLM servers on loopback, the EPP in standalone mode and a gateway,\nand shows how the EPP routes; with --sites 3, three such sites linked by site-relays\n(type c and Enter to cut a site's relay link). It logs errors only, unless -v is given. Flags:\n")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -89,6 +107,24 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "epp demo: --time-scale must be positive and --traffic not negative")
 		return 2
 	}
+	if f.sites < 1 || f.sites > maxDemoSites {
+		fmt.Fprintf(stderr, "epp demo: --sites: must be 1..%d, got %d\n", maxDemoSites, f.sites)
+		return 2
+	}
+	cutSet := false
+	fs.Visit(func(fl *flag.Flag) { cutSet = cutSet || strings.HasPrefix(fl.Name, "cut-") })
+	if cutSet && f.sites < 2 {
+		fmt.Fprintln(stderr, "epp demo: --cut-site, --cut-after and --cut-for need --sites 2 or more")
+		return 2
+	}
+	if f.cutAfter < 0 || f.cutFor < 0 {
+		fmt.Fprintln(stderr, "epp demo: --cut-after and --cut-for must not be negative")
+		return 2
+	}
+	if f.cutSite != "" && (len(f.cutSite) != 1 || f.cutSite[0] < 'b' || int(f.cutSite[0]-'a') >= f.sites) {
+		fmt.Fprintf(stderr, "epp demo: --cut-site: %q is not a remote site (b .. %s)\n", f.cutSite, siteName(f.sites-1))
+		return 2
+	}
 	strategy, _, err := selectionStrategy(f.strategy)
 	if err != nil {
 		fmt.Fprintf(stderr, "epp demo: %v\n", err)
@@ -102,7 +138,12 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 		ctx, cancel = context.WithTimeout(ctx, f.duration)
 		defer cancel()
 	}
-	if err := demo(ctx, f, stdout, stderr); err != nil {
+	run := demo
+	if f.sites > 1 {
+		f.stdin = os.Stdin
+		run = demoSites
+	}
+	if err := run(ctx, f, stdout, stderr); err != nil {
 		fmt.Fprintf(stderr, "epp demo: %v\n", err)
 		return 1
 	}
@@ -360,9 +401,11 @@ func isTerminal(w io.Writer) bool {
 // demoLoad sends requests whose prompts share a few long prefixes (system
 // prompts), so prefix-cache affinity is visible in the table.
 type demoLoad struct {
-	url, model       string
-	rate             float64
-	sent, ok, failed atomic.Int64
+	url, model             string
+	rate                   float64
+	sent, ok, shed, failed atomic.Int64
+	// sites, when set, counts the OK responses by their x-grid-site.
+	sites siteCounts
 }
 
 var demoSystemPrompts = []string{
@@ -410,9 +453,15 @@ func (l *demoLoad) run(ctx context.Context) {
 			}
 			_, _ = io.Copy(io.Discard, resp.Body)
 			_ = resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
+			switch {
+			case resp.StatusCode == http.StatusOK:
 				l.ok.Add(1)
-			} else {
+				if l.sites != nil {
+					l.sites.add(resp.Header.Get("x-grid-site"))
+				}
+			case resp.StatusCode == http.StatusTooManyRequests && l.sites != nil:
+				l.shed.Add(1)
+			default:
 				l.failed.Add(1)
 			}
 		}()

@@ -36,7 +36,7 @@ func decode(data []byte, maxBytes int, errs *errorList) *EndpointPickerConfig {
 		return nil
 	}
 	cfg := &EndpointPickerConfig{}
-	d.keys("", obj, "apiVersion", "kind", "featureGates", "plugins", "schedulingProfiles", "saturationDetector", "dataLayer", "data", "flowControl", "parser", "fallbackChains", "prefixRouting")
+	d.keys("", obj, "apiVersion", "kind", "featureGates", "plugins", "schedulingProfiles", "saturationDetector", "dataLayer", "data", "flowControl", "parser", "fallbackChains", "prefixRouting", "availability")
 	cfg.APIVersion = d.str("apiVersion", obj["apiVersion"])
 	cfg.Kind = d.str("kind", obj["kind"])
 	for i, g := range d.list("featureGates", obj["featureGates"]) {
@@ -127,6 +127,9 @@ func decode(data []byte, maxBytes int, errs *errorList) *EndpointPickerConfig {
 	}
 	if v, ok := obj["prefixRouting"]; ok && v != nil {
 		cfg.PrefixRouting = d.prefixRouting("prefixRouting", v)
+	}
+	if v, ok := obj["availability"]; ok && v != nil {
+		cfg.Availability = d.availability("availability", v)
 	}
 	return cfg
 }

@@ -13,6 +13,17 @@
 // scheduler. It reports every problem at once, each with its field path, as
 // a *ValidationError.
 //
+// # Switchyard's own blocks
+//
+// Beside GIE's schema the document may hold `availability`, the
+// multi-site availability settings (pkg/multisite/learner.Settings:
+// shedding, smoothing, ceilingHalfLifeMs, ceilingFloor, exploreFloor,
+// fullAfterMs, roomAfterMs, queueFull, freshnessWindowMs, the seed's
+// snake_case names spelled camelCase). Nothing in it needs setting: an
+// absent key keeps its default, the loaded configuration shows the block
+// with every value in effect, and Loaded.AvailabilitySettings returns the
+// defaults without a block (availability.go).
+//
 // # Bounds
 //
 // Start-up, hot reload and `epp validate` all go through Load, which

@@ -171,6 +171,7 @@ flowControl:
 fallbackChains: {a: [b]}
 prefixRouting:
   anthropicCacheControlInjection: true
+availability: {shedding: false, smoothing: 0.3, ceilingHalfLifeMs: 600000, ceilingFloor: 8, exploreFloor: 0.25, fullAfterMs: 5000, roomAfterMs: 2000, queueFull: 1, freshnessWindowMs: 6000}
 `
 	for _, k := range keys {
 		last := k[strings.LastIndex(k, ".")+1:]

@@ -3,6 +3,8 @@ package config
 import (
 	"encoding/json"
 
+	"github.com/switchyard-ai/switchyard/pkg/multisite/learner"
+
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
@@ -42,6 +44,9 @@ type EndpointPickerConfig struct {
 	// PrefixRouting holds request-level prefix-routing settings (C-18);
 	// Switchyard's own.
 	PrefixRouting *PrefixRoutingConfig `json:"prefixRouting,omitempty"`
+	// Availability is the multi-site availability block (availability.go);
+	// nil means every default.
+	Availability *learner.Settings `json:"availability,omitempty"`
 }
 
 // PluginSpec declares one plugin instance.

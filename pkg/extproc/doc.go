@@ -15,8 +15,10 @@
 //     empty body (the openai parser refuses it with 400; the passthrough
 //     format schedules it, admission and profiles included);
 //   - parses the body once (package requests), builds a scheduling.Request,
-//     narrows the routable endpoints (EndpointView.Routable: eligible —
-//     not failed by a health check, circuit breaker not open — and fresh,
+//     with Options.Sites (multi-site) first chooses its site (see
+//     "Sites" below), then narrows the routable endpoints
+//     (EndpointView.Routable: eligible — not failed by a health check,
+//     circuit breaker not open — and fresh,
 //     see package datastore; an endpoint out of rotation is never a
 //     candidate) by the gateway's subset hint
 //     (envoy.lb.subset_hint) and, with Options.ConformanceTestHeaders only,
@@ -37,6 +39,32 @@
 //   - runs the ResponseComplete hooks exactly once per scheduled request: at
 //     the end of the response, or when the stream ends early (client
 //     disconnect, gateway error).
+//
+// # Sites
+//
+// With Options.Sites (pkg/multisite/sitestage), the site step (site.go)
+// runs before the candidates and the profiles, once per request whose
+// body is complete: the stage reads the learner's site snapshot and
+// answers 400/404/429/503 (shed requests get Retry-After 3 … 7 s and an
+// OpenAI rate_limit_exceeded/capacity_exhausted body) or a site. The
+// local site is scheduled on the local pool exactly as without
+// multi-site; a remote site's gateway address (host:port, from the
+// topology) becomes the destination, the body is sent as the client
+// sent it (the remote EPP parses, rewrites and schedules it), the
+// request carries x-grid-origin-site set to this site, and nothing is
+// scheduled or counted locally (its response passes through). Every
+// routed response gets x-grid-site (the site) and x-grid-backend (its
+// cluster, not the pod: the pod that served is in the gateway's served
+// endpoint metadata, and a forwarded request's pod is the remote EPP's
+// business). A request carrying x-grid-origin-site, or the gateway's
+// subset hint (which names endpoints of the local pool, so a remote site
+// cannot honour it), stays local without a draw, and is never forwarded.
+// With the stage, saturation shedding of the local pool never refuses
+// (scheduling.Request.SkipSaturationShedding): local saturation spills
+// to other sites through the stage's tiers, and only the seed's shedding
+// rule (a model shed by the learner) answers 429. Requests without body
+// (GET /v1/models) are routed locally without the stage and named after
+// the local site.
 //
 // Refusals are ImmediateResponses with an OpenAI-style JSON error body and
 // an x-switchyard-reason header: 400 for a bad body or messages out of
@@ -136,6 +164,18 @@
 //     the response body gets the client's model name back, as for any
 //     model rewrite, so this header is how a client learns it was served
 //     by another model.
+//   - x-grid-origin-site (multi-site only, Options.Sites): set by the
+//     EPP of the site that forwarded the request; when present (any
+//     value) the request is scheduled among the local pods only and never
+//     forwarded again, so two sites cannot bounce a request between them.
+//     Fine from clients: a client that forges it can only keep its own
+//     request on the site it reached (the local pool), which it could do
+//     anyway by talking to that site; the stage's model checks and the
+//     429 of a shed model still apply, and it cannot send a request
+//     elsewhere or raise its priority. Peer gateways set it; nothing
+//     needs stripping.
+//   - x-grid-site and x-grid-backend are response headers the Server sets
+//     with Options.Sites: the site and the cluster that served.
 //
 // Headers that plugins read, not the Server, are described in each
 // plugin's README; one of them decides which endpoints a caller may use
@@ -154,7 +194,8 @@
 // through functions that load atomically published snapshots.
 //
 // Imported by cmd/epp and tests; it imports the framework
-// (pkg/scheduling), the request parser (pkg/requests), the metrics
+// (pkg/scheduling), the request parser (pkg/requests), the site stage
+// (pkg/multisite/sitestage), the metrics
 // (pkg/metrics) and the error body encoder (pkg/internal/apierror), never a
 // plugin.
 package extproc

@@ -59,6 +59,16 @@ func (st *stream) route(end bodyEnd) ([]*extprocv3.ProcessingResponse, bool) {
 	st.s.m.RequestReceived(req.Model, req.TargetModel, req.Priority)
 	st.s.m.RequestSize(req.Model, req.TargetModel, len(st.body))
 
+	if st.s.opts.Sites != nil {
+		r, remote := st.siteStep(req)
+		if r != nil {
+			st.req = nil
+			return st.refuse(r)
+		}
+		if remote {
+			return st.routeRemote(end)
+		}
+	}
 	cands, r := st.candidates()
 	if r != nil {
 		st.req = nil // never scheduled: no completion hooks
@@ -183,8 +193,8 @@ var removeSelection = []string{TestSelectionHeader}
 // not empty, the request id when the EPP generated it, and the removal of
 // the conformance selection header when the conformance hooks are off.
 func (st *stream) headersResponse(bodyLen int) *extprocv3.ProcessingResponse {
-	dest := joinTargets(st.targets)
-	set := make([]*corev3.HeaderValueOption, 0, 3)
+	dest := st.destination()
+	set := make([]*corev3.HeaderValueOption, 0, 4)
 	set = append(set, headerOption(DestinationHeader, dest))
 	if bodyLen > 0 {
 		set = append(set, headerOption("content-length", strconv.Itoa(bodyLen)))
@@ -192,6 +202,7 @@ func (st *stream) headersResponse(bodyLen int) *extprocv3.ProcessingResponse {
 	if st.genID {
 		set = append(set, headerOption(RequestIDHeader, st.reqID))
 	}
+	set = st.siteRequestHeaders(set)
 	var remove []string
 	if !st.s.opts.ConformanceTestHeaders {
 		if _, ok := st.headers[TestSelectionHeader]; ok {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/switchyard-ai/switchyard/pkg/multisite/sitestage"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
@@ -187,6 +188,12 @@ type Options struct {
 	// FallbackMetrics counts fallback chains taken
 	// (NewFallbackMetrics); nil counts nothing.
 	FallbackMetrics *FallbackMetrics
+	// Sites is the multi-site site stage (issue 13, site.go): with it, a
+	// complete request first gets a site; the local site is scheduled
+	// here as without it, a remote site's gateway becomes the destination
+	// (nothing is scheduled locally), and saturation shedding is left to
+	// the stage's shedding rule. nil: single site, as before.
+	Sites *sitestage.Stage
 	// Now is the clock of the request metrics; nil means time.Now. The body
 	// deadline always runs on the real clock.
 	Now func() time.Time

@@ -75,6 +75,8 @@ type stream struct {
 	running     bool
 
 	rx receiver // receives for Process until the request is complete
+
+	site siteRoute // the site step's choice (site.go), with Options.Sites
 }
 
 func newStream(s *Server, ctx context.Context) *stream {
@@ -233,6 +235,7 @@ func (st *stream) headerOnly() ([]*extprocv3.ProcessingResponse, bool) {
 	}
 	e := cands[rand.IntN(len(cands))]
 	st.targets = []*scheduling.Endpoint{e}
+	st.localSite()
 	st.phase = phaseForwarded
 	st.forwardedAt = st.s.now()
 	st.log.V(3).Info("Routed a request without body", "endpoint", e.HostPort())
@@ -324,6 +327,7 @@ func (st *stream) responseHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3
 	if st.req != nil {
 		st.rt.Scheduler.ResponseReceived(st.ctx, st.req, &st.resp, st.target)
 	}
+	set = st.siteResponseHeaders(set)
 	out := []*extprocv3.ProcessingResponse{{
 		Response: &extprocv3.ProcessingResponse_ResponseHeaders{
 			ResponseHeaders: &extprocv3.HeadersResponse{

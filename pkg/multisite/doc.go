@@ -18,6 +18,16 @@
 //	topology   the sites the EPP knows (name, cluster, gateway address,
 //	           models), from a watched file and, in Kubernetes mode,
 //	           InferencePoolImport status
+//	learner    the control step: learned ceilings, rho, silence, full
+//	           and shedding per site and model, published as one
+//	           sitestate.Snapshot per step; the availability settings and
+//	           the grid_route_site_* and grid_route_shedding gauges
+//	sitestate  the snapshot contract between the learner (control step)
+//	           and the site stage (request step)
+//	sitestage  the request step: a site for every request (404/429/503,
+//	           tiers, affinity, draws), before the scheduling profiles
+//	gwhealth   the health probes of the remote sites' gateways, whose
+//	           Demoted the learner reads
 //
 // # Remote sites are not endpoints
 //

@@ -8,13 +8,25 @@
 //
 // A request is scheduled in this order (see Scheduler):
 //
+//  0. Before the Scheduler, with multi-site on, the host's site stage
+//     (pkg/multisite/sitestage, called by pkg/extproc) chooses the
+//     request's site from the learner's site snapshot. Only a request
+//     for the local site reaches the steps below, with every profile
+//     seeing the same local candidates; a request for another site goes
+//     to that site's gateway and is not scheduled here. The stage is the
+//     host's, not a plugin: it must run once per request, before any
+//     profile, and choose among destinations that are not endpoints. It
+//     sets Request.SkipSaturationShedding, so step 2's saturation
+//     shedding does not refuse what the stage routed (its own shedding
+//     rule refuses instead).
 //  1. DataProducer plugins compute per-request data (for example which
 //     endpoints hold the prompt's prefix). They run in the order their
 //     declared dependencies require: a producer that consumes a key runs
 //     after the producer of that key.
 //  2. Admitter plugins may refuse the request with an HTTP status code and a
 //     reason; a configured SaturationDetector sheds sheddable requests
-//     (priority < 0) when the pool is saturated.
+//     (priority < 0) when the pool is saturated (not with
+//     Request.SkipSaturationShedding).
 //  3. The ProfileHandler chooses which profiles run, possibly in several
 //     rounds, and which profile's result is the primary one.
 //  4. Each profile runs its Filters in order (each narrows the candidate

@@ -223,10 +223,11 @@ func (s *Scheduler) Prepare(ctx context.Context, req *Request, candidates []*End
 }
 
 // Admit applies saturation shedding (a request with a negative priority is
-// refused with 429 when the candidates are saturated) and then every
+// refused with 429 when the candidates are saturated, unless
+// Request.SkipSaturationShedding: multi-site) and then every
 // Admitter; the first refusal wins.
 func (s *Scheduler) Admit(ctx context.Context, req *Request, candidates []*Endpoint) *Refusal {
-	if req.Priority < 0 && s.saturation != nil && s.saturation.Saturation(ctx, req, candidates) >= 1.0 {
+	if req.Priority < 0 && !req.SkipSaturationShedding && s.saturation != nil && s.saturation.Saturation(ctx, req, candidates) >= 1.0 {
 		return &Refusal{StatusCode: http.StatusTooManyRequests, Reason: "saturated", Message: "system saturated, sheddable request dropped"}
 	}
 	for _, t := range s.admitters {

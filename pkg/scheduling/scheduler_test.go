@@ -457,6 +457,7 @@ func TestProcessSaturationShedding(t *testing.T) {
 		name       string
 		priority   int
 		detector   scheduling.SaturationDetector
+		skip       bool
 		wantRefuse bool
 	}{
 		{name: "sheddable and saturated", priority: -1, detector: fakeDetector{saturation: 1.0}, wantRefuse: true},
@@ -466,6 +467,7 @@ func TestProcessSaturationShedding(t *testing.T) {
 		{name: "sheddable without a detector", priority: -1, detector: nil},
 		{name: "priority 0 is never shed", priority: 0, detector: fakeDetector{saturation: 1.0}},
 		{name: "positive priority is never shed", priority: 3, detector: fakeDetector{saturation: 10}},
+		{name: "multi-site: the site stage sheds, not the detector", priority: -1, detector: fakeDetector{saturation: 5}, skip: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -477,7 +479,7 @@ func TestProcessSaturationShedding(t *testing.T) {
 				SaturationDetector: tt.detector,
 				Admitters:          []scheduling.Admitter{&fakeAdmitter{name: "a", log: log}},
 			})
-			res, err := s.Process(t.Context(), &scheduling.Request{ID: "r", Priority: tt.priority}, namedEndpoints("a"))
+			res, err := s.Process(t.Context(), &scheduling.Request{ID: "r", Priority: tt.priority, SkipSaturationShedding: tt.skip}, namedEndpoints("a"))
 			if !tt.wantRefuse {
 				if err != nil {
 					t.Fatalf("Process: %v, want admitted", err)

@@ -194,6 +194,11 @@ type Request struct {
 	MaxOutputTokens int
 	// Stream is true for streamed (SSE) responses.
 	Stream bool
+	// SkipSaturationShedding is set by the host when a multi-site site
+	// stage routes the request (pkg/multisite/sitestage): saturation of
+	// the local pool then never refuses it (the site stage spills to
+	// another site, and its shedding rule is the one that refuses).
+	SkipSaturationShedding bool
 
 	mu    sync.Mutex
 	state map[string]any

@@ -13,16 +13,26 @@
 // plugins of the serving configuration (below), and, with the multi-site
 // signals source on (Config.Multisite), the site-topology file watcher, the
 // InferencePoolImport watch (Kubernetes mode), the reloaders of the signals
-// client certificate and CA bundle, and the poller of the local site-relay
-// (pkg/multisite). Readiness is: the
+// client certificate and CA bundle, the poller of the local site-relay,
+// the multi-site control step (pkg/multisite/learner: after every
+// successful poll and on a 500 ms tick, MultisiteConfig.LearnInterval,
+// with the configuration's availability settings) and the health prober
+// of the remote sites' gateways (pkg/multisite/gwhealth), whose Demoted
+// the learner reads unless MultisiteConfig.Health replaces it.
+// Readiness is: the
 // source has synced the pool, the source lets this replica serve (it
 // leads), and the server is not draining.
 // The request path reads two atomically published values: the endpoint
 // snapshot and the runtime (scheduler and parser format) of the current
-// configuration. The multi-site state is published the same way, for the
-// site stage of part 2: SiteSnapshot (the site store's snapshot) and
-// SiteTopology, each one atomic load; remote sites are never endpoints of
-// the datastore (see pkg/multisite).
+// configuration. The multi-site state is published the same way:
+// SiteStates (the control step's sitestate.Holder, the judged state of
+// every site; SiteHolder is the same holder), which the site stage
+// (pkg/multisite/sitestage, given to extproc as Options.Sites) reads per
+// request; SiteSnapshot (the site store's snapshot) and SiteTopology,
+// each one atomic load, for the learner; GatewayHealth, the prober.
+// Remote sites are never endpoints of the datastore (see pkg/multisite).
+// /debug/sites shows the rows and, under "learner", the judgement
+// (learner.Debug).
 //
 // # Background plugins (Runners)
 //
@@ -74,8 +84,9 @@
 // bounds handshakes, metadata, messages and flow-control windows; the
 // extproc.Server bounds buffered bytes and the time a request may take to
 // arrive. The metrics port serves /metrics, and /debug/endpoints,
-// /debug/sites (the site topology, the poller's last result and every
-// site's latest rows; {"enabled": false} without the multi-site source)
+// /debug/sites (the site topology, the poller's last result, every
+// site's latest rows and each remote gateway's probe state;
+// {"enabled": false} without the multi-site source)
 // and /debug/pprof/ (Config.EnablePprof) only behind authentication:
 // Config.MetricsFilter (Kubernetes mode's --metrics-endpoint-auth) or
 // Config.MetricsTokenFile (a static bearer token, watched); without either

@@ -9,7 +9,10 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/pkg/multisite/gwhealth"
+	"github.com/switchyard-ai/switchyard/pkg/multisite/learner"
 	"github.com/switchyard-ai/switchyard/pkg/multisite/poller"
+	"github.com/switchyard-ai/switchyard/pkg/multisite/sitestate"
 	"github.com/switchyard-ai/switchyard/pkg/multisite/sitestore"
 	"github.com/switchyard-ai/switchyard/pkg/multisite/topology"
 	"github.com/switchyard-ai/switchyard/pkg/tlsutil"
@@ -44,7 +47,17 @@ type MultisiteConfig struct {
 	// pkg/multisite/topology/poolimport); nil means none. Its Run error
 	// stops the server, like the endpoint source's.
 	Imports func(set func(clusters []string)) (Runner, error)
+	// Health demotes remote sites whose gateways fail their health
+	// checks (G-21, G-56: pkg/multisite/gwhealth); nil demotes none.
+	Health learner.Health
+	// LearnInterval is the health tick of the control step, which also
+	// runs after every successful poll (so that silence is judged while
+	// polls fail); 0 means DefaultLearnInterval.
+	LearnInterval time.Duration
 }
+
+// DefaultLearnInterval is the control step's health tick.
+const DefaultLearnInterval = 500 * time.Millisecond
 
 // Runner is a background loop that may fail.
 type Runner interface {
@@ -62,6 +75,9 @@ func (m *MultisiteConfig) Validate() error {
 	}
 	if m.PollInterval < 0 {
 		errs = append(errs, fmt.Errorf("--signals-poll-interval: must be positive, got %s", m.PollInterval))
+	}
+	if m.LearnInterval < 0 {
+		errs = append(errs, fmt.Errorf("learn interval: must be positive, got %s", m.LearnInterval))
 	}
 	if m.PollTimeout < 0 {
 		errs = append(errs, fmt.Errorf("--signals-poll-timeout: must be positive, got %s", m.PollTimeout))
@@ -87,6 +103,14 @@ type multisite struct {
 	cert    *tlsutil.Reloader
 	ca      *tlsutil.CABundle
 	imports Runner
+
+	// The control step (pkg/multisite/learner): run by learnLoop after
+	// every successful poll (wake) and on every tick, with the
+	// availability settings of the configuration in effect.
+	learner  *learner.Learner
+	wake     chan struct{}
+	settings func() learner.Settings
+	step     siteStep // sitestage.go
 }
 
 // newMultisite loads the topology file and the TLS files, so that their
@@ -124,6 +148,18 @@ func (s *Server) newMultisite(cfg MultisiteConfig) (*multisite, error) {
 	}
 	tlsCfg := tlsutil.ClientConfig("", m.cert.GetClientCertificate,
 		tlsutil.VerifyPeer([]tlsutil.Identity{cfg.RelayIdentity}, roots, x509.ExtKeyUsageServerAuth))
+	lm, err := learner.NewMetrics(s.reg)
+	if err != nil {
+		return nil, err
+	}
+	m.settings = func() learner.Settings { return s.gen.Load().loaded.AvailabilitySettings() }
+	health := cfg.Health
+	if health == nil {
+		// The gateway prober of the site step (built below) demotes.
+		health = proberHealth{m}
+	}
+	m.learner = learner.New(learner.Options{Settings: m.settings(), Health: health, Metrics: lm, Logger: log.WithName("learner")})
+	m.wake = make(chan struct{}, 1)
 	m.poller, err = poller.New(poller.Options{
 		URL:        cfg.RelayURL,
 		TLS:        tlsCfg,
@@ -133,6 +169,7 @@ func (s *Server) newMultisite(cfg MultisiteConfig) (*multisite, error) {
 		Topology:   m.topo.Topology,
 		Registerer: s.reg,
 		Logger:     log.WithName("poller"),
+		OnIngest:   m.woken,
 	})
 	if err != nil {
 		return nil, err
@@ -142,7 +179,17 @@ func (s *Server) newMultisite(cfg MultisiteConfig) (*multisite, error) {
 			return nil, fmt.Errorf("InferencePoolImport watch: %w", err)
 		}
 	}
+	if err := s.newSiteStep(m); err != nil {
+		return nil, fmt.Errorf("site stage: %w", err)
+	}
 	return m, nil
+}
+
+// proberHealth is the learner's Health: the site step's gateway prober.
+type proberHealth struct{ m *multisite }
+
+func (h proberHealth) Demoted(site string) bool {
+	return h.m.step.health != nil && h.m.step.health.Demoted(site)
 }
 
 // start runs the multi-site loops on the server's run group.
@@ -156,6 +203,44 @@ func (m *multisite) start(goLoop func(func(context.Context)), goErr func(name st
 		goErr("InferencePoolImport watch", m.imports.Run)
 	}
 	goLoop(m.poller.Run)
+	goLoop(m.learnLoop)
+	m.startSiteStep(goLoop)
+}
+
+// woken asks learnLoop for a control step (after a successful poll);
+// it never blocks: a step already asked for covers this poll too.
+func (m *multisite) woken() {
+	select {
+	case m.wake <- struct{}{}:
+	default:
+	}
+}
+
+// learnLoop runs the control step after every successful poll and on
+// every tick until ctx ends; the first step at once, so the site stage
+// has a snapshot from the start.
+func (m *multisite) learnLoop(ctx context.Context) {
+	every := m.cfg.LearnInterval
+	if every <= 0 {
+		every = DefaultLearnInterval
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		m.learnStep()
+		select {
+		case <-ctx.Done():
+			return
+		case <-m.wake:
+		case <-t.C:
+		}
+	}
+}
+
+// learnStep runs one control step with the settings in effect.
+func (m *multisite) learnStep() {
+	m.learner.SetSettings(m.settings())
+	m.learner.Step(time.Now(), m.topo.Topology(), m.store.Snapshot())
 }
 
 func (m *multisite) describe() []any {
@@ -170,6 +255,18 @@ func (s *Server) SiteSnapshot() *sitestore.Snapshot {
 		return nil
 	}
 	return s.multisite.store.Snapshot()
+}
+
+// SiteStates returns the holder of the control step's snapshots (the
+// judged state of every site, sitestate.Snapshot), or nil when the
+// multi-site signals source is off. The site stage reads it per request:
+// Load is one atomic load, nil until the first step (which runs as Run
+// starts).
+func (s *Server) SiteStates() *sitestate.Holder {
+	if s.multisite == nil {
+		return nil
+	}
+	return s.multisite.learner.Holder()
 }
 
 // SiteTopology returns the current site topology (one atomic load), or
@@ -206,6 +303,10 @@ type SitesState struct {
 	Date   time.Time `json:"date,omitzero"`
 	// Sites are the sites of the topology with their latest rows.
 	Sites []SiteState `json:"sites,omitempty"`
+	// Learner is the control step's latest judgement of every site (the
+	// snapshot the site stage reads) and the models shed; absent before
+	// the first step.
+	Learner *learner.Debug `json:"learner,omitempty"`
 }
 
 // SiteState is one site on /debug/sites. Ages are relative to the last
@@ -218,6 +319,9 @@ type SiteState struct {
 	LastRowAge    string          `json:"lastRowAge,omitempty"`
 	ProviderCount int             `json:"providerCount"`
 	Providers     []ProviderState `json:"providers,omitempty"`
+	// GatewayHealth is the remote gateway's probe state (sitestage.go);
+	// absent for the local site and sites without a gateway.
+	GatewayHealth *gwhealth.State `json:"gatewayHealth,omitempty"`
 }
 
 // ProviderState is one provider of a site on /debug/sites; a nil value
@@ -254,7 +358,8 @@ func (s *Server) Sites() SitesState {
 	top := m.topo.Topology()
 	sn := m.store.Snapshot()
 	st := m.poller.Status()
-	out := SitesState{Enabled: true, Poller: &st, TopologyVersion: top.Version, SnapshotVersion: sn.Version, ReadAt: sn.ReadAt, Date: sn.Date}
+	out := SitesState{Enabled: true, Poller: &st, TopologyVersion: top.Version, SnapshotVersion: sn.Version, ReadAt: sn.ReadAt, Date: sn.Date,
+		Learner: learner.DebugOf(m.learner.Holder().Load(), m.learner.Settings())}
 	age := func(t time.Time) string {
 		if t.IsZero() || sn.Date.IsZero() {
 			return ""
@@ -285,6 +390,7 @@ func (s *Server) Sites() SitesState {
 		}
 		out.Sites = append(out.Sites, ss)
 	}
+	m.addGatewayHealth(&out)
 	return out
 }
 

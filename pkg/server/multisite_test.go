@@ -187,6 +187,7 @@ func TestMultisiteOff(t *testing.T) {
 	s, _ := run(t, Config{EndpointsFile: sims(t, 1), MetricsTokenFile: tokenFile})
 	assert.Nil(t, s.SiteSnapshot())
 	assert.Nil(t, s.SiteTopology())
+	assert.Nil(t, s.SiteStates())
 	_, ok := s.SignalsStatus()
 	assert.False(t, ok)
 	code, doc := get(t, s, "/debug/sites", token)
@@ -194,6 +195,7 @@ func TestMultisiteOff(t *testing.T) {
 	assert.JSONEq(t, `{"enabled": false}`, doc)
 	_, metrics := get(t, s, "/metrics", token)
 	assert.NotContains(t, metrics, "grid_signals_poll_total")
+	assert.NotContains(t, metrics, "grid_route_site_ceiling")
 }
 
 func TestMultisiteConfigErrors(t *testing.T) {

@@ -375,6 +375,7 @@ func New(cfg Config) (*Server, error) {
 		RequestBodyTimeout:     cfg.RequestBodyTimeout,
 		ConformanceTestHeaders: cfg.ConformanceTestHeaders,
 		DisableSubsetFilter:    cfg.DisableSubsetFilter,
+		Sites:                  s.siteStage(),
 	})
 	if err != nil {
 		return nil, err

@@ -41,7 +41,8 @@
 // or 4096 rows per target, cap; malformed, parse. Every refused row is
 // counted in grid_signals_ingest_dropped_total{reason} (G-74); the rest
 // is ingested and the store publishes a new snapshot, with the EPP's read
-// time as the local site's judgement clock (G-41).
+// time as the local site's judgement clock (G-41); then Options.OnIngest,
+// when set, is called (the EPP runs its multi-site control step on it).
 //
 // The poller logs one line when polling starts failing and one when it
 // recovers (G-76); in between, failures are logged at V(1) only. A poll

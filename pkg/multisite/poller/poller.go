@@ -97,6 +97,10 @@ type Options struct {
 	// Clock is the poller's clock (ticks, read times, the last success
 	// timestamp); nil means the real one. Unit tests use a fake.
 	Clock clock.WithTicker
+	// OnIngest, when set, is called after every successful poll's rows
+	// are in the store (in the poll's goroutine): the EPP runs its
+	// multi-site control step on it. It must not block.
+	OnIngest func()
 }
 
 // ValidateURL checks the relay URL and returns it with the default path.
@@ -402,6 +406,9 @@ func (p *Poller) poll(ctx context.Context) outcome {
 	}
 	readAt := p.clock.Now()
 	ing := p.opts.Store.Ingest(res.Samples, date, readAt)
+	if p.opts.OnIngest != nil {
+		p.opts.OnIngest()
+	}
 	dropped := res.Dropped
 	if ing.SiteMismatch > 0 || ing.Cap > 0 {
 		if dropped == nil {

@@ -26,7 +26,10 @@ type Site struct {
 	// Models are the models the site serves, sorted; empty: every model.
 	Models []string
 
-	// Ready is false when the latest ready-endpoint count is 0 (G-20).
+	// Ready is false when the latest ready-endpoint count is 0 (G-20; the
+	// verdict survives silence and clears on a newer sample without a
+	// readiness row), or when the site is not admitted: a remote site
+	// without a gateway address cannot be routed to.
 	Ready bool
 	// Demoted is true when the gateway's health checks of the site fail
 	// (G-21, G-56): used only as a last resort. The local site is never
@@ -97,12 +100,23 @@ type Snapshot struct {
 	// Models), so that no model is unknown (G-64's 404).
 	Known    []string
 	AnyModel bool
+	// ShedOthers is true when the models no site names (those only the
+	// sites serving every model serve, AnyModel) are shed: every such
+	// site is full. Shedding reads it.
+	ShedOthers bool
 }
 
-// Shedding reports whether model is shed.
+// Shedding reports whether model is shed: listed in Shed, or a model no
+// site names while ShedOthers is set.
 func (sn *Snapshot) Shedding(model string) bool {
-	_, ok := slices.BinarySearch(sn.Shed, model)
-	return ok
+	if _, ok := slices.BinarySearch(sn.Shed, model); ok {
+		return true
+	}
+	if !sn.ShedOthers {
+		return false
+	}
+	_, named := slices.BinarySearch(sn.Known, model)
+	return !named
 }
 
 // ServesModel reports whether any site serves model.

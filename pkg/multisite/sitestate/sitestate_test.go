@@ -17,6 +17,11 @@ func TestSnapshotLookups(t *testing.T) {
 	if !sn.ServesModel("m2") || sn.ServesModel("m3") {
 		t.Fatal("ServesModel")
 	}
+	sn.ShedOthers = true
+	if !sn.Shedding("m9") || sn.Shedding("m2") || !sn.Shedding("m1") {
+		t.Fatal("ShedOthers")
+	}
+	sn.ShedOthers = false
 	sn.AnyModel = true
 	if !sn.ServesModel("m3") {
 		t.Fatal("AnyModel")

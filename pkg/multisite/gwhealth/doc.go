@@ -1,0 +1,29 @@
+// Package gwhealth probes the gateways of the remote sites of the
+// multi-site topology (seed 000, G-55 … G-57): every 3 s each remote
+// site's gateway (its host:port in the topology, nothing else) gets a
+// probe, a TCP connect within 1 s by default (Options.Probe replaces
+// it; a gateway given by host name fails the default probe without a
+// lookup, since the data plane routes to literal ip:port only). A gateway starts pending (down), is up after 2 consecutive
+// passes (G-56) and down again after 2 consecutive failures: symmetric,
+// so one lost probe neither demotes an up gateway nor brings a down one
+// back, and a dead gateway is demoted within two rounds (about 6 s, the
+// default freshness window of the signals). A gateway whose address
+// changes starts pending again.
+//
+// The Prober publishes an immutable View by atomic swap after each round;
+// Demoted(site) is what the learner (the control step) reads to set
+// sitestate.Site.Demoted, which makes the site stage use the site only as
+// a last resort (G-21). A site returning from a partition is routed
+// again once its signals are back and its gateway passed 2 probes,
+// whichever is later (G-55): the two are independent inputs of the
+// snapshot.
+//
+// grid_route_gateway_up{site} is 1 while up, 0 while not, NaN after the
+// site left the topology.
+//
+// # Goroutines
+//
+// Run is owned by pkg/server's Run (one loop); each round starts one
+// goroutine per gateway (at most MaxTargets) and waits for all of them,
+// each bounded by the probe timeout, so nothing outlives Run.
+package gwhealth
