@@ -61,8 +61,9 @@
 // (ready, live, publishing load, with telemetry, not demoted: silent and
 // unmeasured sites never hold it off, G-43, G-48) is full, and at least
 // one is (G-61); it routes again once one of them has had no sample at the
-// limit for roomAfterMs, or at once when its queue empties (G-62); in
-// between the state is kept. The models no site names (served only by
+// limit for roomAfterMs, or at once when its queue empties (nothing
+// queued and nothing held by flow control: a fraction of a request
+// waiting is not empty, G-62); in between the state is kept. The models no site names (served only by
 // sites with an empty model list) shed together as OtherModels
 // (Snapshot.ShedOthers).
 //

@@ -118,6 +118,9 @@ type siteLearn struct {
 	// of the latest such sample (G-16, G-62).
 	atLimit               bool
 	limitSince, lastLimit time.Time
+	// emptied: the latest sample had nothing queued and nothing held by
+	// flow control (G-62's "emptied queue": room at once).
+	emptied bool
 
 	// queue is the recent (stamp, depth) readings, for the windowed worst
 	// queue (G-36); bounded by maxQueueHistory.
@@ -498,6 +501,7 @@ func (l *Learner) stepSite(ts *topology.Site, ss *sitestore.Site, sn *sitestore.
 			sl.lastLimit = stamp
 		}
 		sl.atLimit = at
+		sl.emptied = site.queued < epsilon && site.flow == 0
 	}
 	st.Full = st.Telemetry && sl.atLimit && stamp.Sub(sl.limitSince) >= ms(set.FullAfterMs)
 
@@ -521,10 +525,13 @@ func (ld load) fullWaiting(queueFull float64) bool {
 }
 
 // relieved reports whether the site shows room for G-62: its latest
-// sample has an empty queue (room at once), or no sample has been at the
-// limit for room_after_ms.
-func (sl *siteLearn) relieved(st *sitestate.Site, roomAfter time.Duration) bool {
-	if !st.Queued {
+// sample has an emptied queue (nothing queued, nothing held: room at
+// once), or no sample has been at the limit for room_after_ms. "Emptied"
+// is not "less than one whole request waiting": with a queue_full under
+// 1 a site can be at the limit with less than that, and counting it as
+// room would flip shedding every control step.
+func (sl *siteLearn) relieved(roomAfter time.Duration) bool {
+	if sl.emptied {
 		return true
 	}
 	return !sl.atLimit && sl.lastStamp.Sub(sl.lastLimit) >= roomAfter

@@ -184,3 +184,32 @@ func TestG62_ModelsServedByEverySiteShedAsOthers(t *testing.T) {
 	sn = run(r, 7, 7, map[string]ld{"a": atLimit, "b": drained, "c": atLimit})
 	assert.False(t, sn.ShedOthers)
 }
+
+// A queue_full under one request per endpoint (validation allows it) puts
+// a site at the limit with less than one whole request waiting; that is
+// not an emptied queue, so the model stays shed while every site stays at
+// the limit (no flip every control step).
+func TestG62_FractionalQueueFullAtTheLimitIsNotAnEmptiedQueue(t *testing.T) {
+	set := shedding()
+	set.QueueFull = 0.5
+	r := newRig(t, set, nil, modelPeers()...)
+	// Ceiling 10 on every site (one endpoint each).
+	run(r, 0, 0, map[string]ld{"a": idle(10, 1), "b": idle(10, 1), "c": idle(10, 1)})
+	// 0.6 of a request waiting on the one endpoint: ≥ queue_full 0.5 at
+	// 10.6 in flight over the ceiling, but less than a whole request.
+	limit := ld{running: 10, queue: 0.6, ready: 1}
+	loads := map[string]ld{"a": limit, "b": limit, "c": limit}
+	sn := run(r, 1, 6, loads)
+	for _, s := range sn.Sites {
+		require.True(t, s.Full, s.Name)
+		require.False(t, s.Queued, s.Name)
+	}
+	require.Equal(t, []string{"m1", "m2"}, sn.Shed)
+	for i := 7; i <= 12; i++ {
+		sn = run(r, i, i, loads)
+		assert.Equal(t, []string{"m1", "m2"}, sn.Shed, "second %d: every site still at the limit", i)
+	}
+	// A truly emptied queue still counts as room at once.
+	sn = run(r, 13, 13, map[string]ld{"a": limit, "b": idle(9, 1), "c": limit})
+	assert.Equal(t, []string{"m2"}, sn.Shed, "b emptied: m1 routes again, m2 (a and c) stays shed")
+}
