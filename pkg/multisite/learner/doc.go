@@ -22,13 +22,15 @@
 // Per site (a site's providers add up: in-flight, bounds and ceilings are
 // sums, the reported KV-cache pressure is the worst):
 //
-//   - rho_counted = in-flight / ceiling, rho_reported = KV-cache
+//   - rho_counted = in-flight / ceiling (both of the providers with a
+//     ceiling only), rho_reported = KV-cache
 //     utilisation, rho = max of the two, smoothed with `smoothing` per new
 //     sample, the first sample setting it (G-14); RhoFresh when the sample
 //     is inside the freshness window by the site's judgement clock;
 //   - room = the retained rho < 1 (G-15, §2.11 #16); queued = work waiting;
 //     the queue depth is the worst waiting count inside the window (G-36);
-//   - full = at the ceiling with queueFull requests per ready endpoint
+//   - full = at the ceiling (the learned providers' in-flight ≥ their
+//     ceiling, as for rho_counted) with queueFull requests per ready endpoint
 //     waiting (or any flow-control hold) for fullAfterMs, on the stamps
 //     (G-16);
 //   - weight = the ceiling, lifted to exploreFloor × the largest measured

@@ -491,9 +491,10 @@ func (l *Learner) stepSite(ts *topology.Site, ss *sitestore.Site, sn *sitestore.
 
 	// Full (G-16): at the ceiling with work waiting (queue_full per
 	// serving unit, or any flow-control hold) for full_after_ms, on the
-	// samples' stamps.
+	// samples' stamps. The ceiling is the learned providers' only, so it
+	// is compared with their in-flight only, as rho_counted is.
 	if newSample {
-		at := nCeil > 0 && site.inFlight >= ceiling-epsilon && site.fullWaiting(set.QueueFull)
+		at := nCeil > 0 && learnedInFlight >= ceiling-epsilon && site.fullWaiting(set.QueueFull)
 		if at {
 			if !sl.atLimit {
 				sl.limitSince = stamp
