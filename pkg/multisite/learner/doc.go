@@ -77,11 +77,13 @@
 // a reading and NaN (not deleted) for a site that left the topology, and
 // grid_route_shedding{model}. DebugOf is the /debug/sites view of a
 // snapshot (stable JSON names, null for no reading, and each site's own
-// tier class, TierOf).
+// tier class, TierOf, by the site stage's rule: a test holds the two
+// together).
 //
 // # Who imports it
 //
 // pkg/server (which runs Step from its multi-site loop and serves the
-// snapshot on /debug/sites) and tests. It imports sitestate, sitestore
-// and topology, and starts no goroutine.
+// snapshot on /debug/sites), cmd/epp's demo and tests. It imports
+// sitestate, sitestore and topology (its tests sitestage too), and starts
+// no goroutine.
 package learner
