@@ -168,10 +168,19 @@ func TestG62_RoutesAgainAfterRoomAfterWithHysteresis(t *testing.T) {
 	r = newRig(t, set, nil, modelPeers()...)
 	learn(r)
 	run(r, 1, 6, map[string]ld{"a": atLimit, "b": atLimit, "c": drained})
-	sn = run(r, 7, 10, map[string]ld{"a": atLimit, "b": under, "c": drained})
-	assert.Equal(t, []string{"m1"}, sn.Shed)
+	// Not before room_after_ms: every step up to 4 s after b's last
+	// sample at the limit (second 6) keeps m1 shed …
+	for i := 7; i <= 10; i++ {
+		sn = run(r, i, i, map[string]ld{"a": atLimit, "b": under, "c": drained})
+		require.False(t, site(t, sn, "b").Full, "second %d", i)
+		assert.Equal(t, []string{"m1"}, sn.Shed, "second %d: %d s after the last limit sample", i, i-6)
+	}
+	// … and a control step between samples (no new sample) does not
+	// move the room clock either.
+	sn = r.step(t0.Add(10*time.Second + 900*time.Millisecond))
+	assert.Equal(t, []string{"m1"}, sn.Shed, "4.9 s on the EPP's clock, 4 s on the samples'")
 	sn = run(r, 11, 11, map[string]ld{"a": atLimit, "b": under, "c": drained})
-	assert.Empty(t, sn.Shed)
+	assert.Empty(t, sn.Shed, "5 s: routes again")
 }
 
 func TestG62_ModelsServedByEverySiteShedAsOthers(t *testing.T) {
