@@ -617,8 +617,10 @@ func writeSitesTable(w io.Writer, sites []*demoSite, load *demoLoad, ev *demoEve
 	}
 }
 
-// siteTier is the site's own tier class (learner.TierOf: T1 … T4,
-// unready, silent, fallback), marked when health-demoted (a last resort).
+// siteTier is the site's own tier class (learner.TierOf, the site
+// stage's rule: T1 … T4, unready, silent, fallback for no telemetry or
+// an unmeasured site without room), marked when health-demoted (a last
+// resort).
 func siteTier(s *sitestate.Site) string {
 	t := learner.TierOf(s)
 	if s.Demoted {

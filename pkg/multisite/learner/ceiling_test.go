@@ -244,3 +244,30 @@ func TestG17_WeightIsCeilingLiftedByExploreFloor(t *testing.T) {
 	assert.False(t, b.CapacityKnown)
 	assert.Zero(t, b.Capacity)
 }
+
+// The ceiling is the learned providers' only, so "at the ceiling" counts
+// their in-flight only, as rho_counted does: a provider without a
+// generation row (learning disabled, G-06) does not make the site full.
+func TestG16_FullComparesTheLearnedProvidersInFlightWithTheirCeiling(t *testing.T) {
+	set := DefaultSettings()
+	set.FullAfterMs = 0
+	r := newRig(t, set, nil)
+	r.poll(t0, batch("a", "p", 1, t0, idle(5, 2))) // p: ceiling 10
+	// p at 6 in flight with nothing waiting; q (no generation row) at 12
+	// with 2 requests per endpoint waiting: the site's in-flight (18) is
+	// over p's ceiling, and work waits (4 over 4 endpoints).
+	at := t0.Add(time.Second)
+	sn := r.poll(at, batch("a", "p", 1, at, idle(3, 2)), batch("a", "q", noGen, at, busy(4, 2, 2)))
+	a := site(t, sn, "a")
+	require.InDelta(t, 10, a.Ceiling, 0.05)
+	require.InDelta(t, 18, a.InFlight, 1e-9)
+	require.InDelta(t, 0.6, a.RhoCounted, 0.01)
+	assert.False(t, a.Full, "p is at 60 % of its ceiling")
+
+	// p itself at its ceiling with that work waiting: full.
+	at = t0.Add(2 * time.Second)
+	sn = r.poll(at, batch("a", "p", 1, at, idle(5, 2)), batch("a", "q", noGen, at, busy(4, 2, 2)))
+	a = site(t, sn, "a")
+	require.InDelta(t, 1, a.RhoCounted, 0.01)
+	assert.True(t, a.Full)
+}

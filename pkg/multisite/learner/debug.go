@@ -53,11 +53,13 @@ type DebugSite struct {
 	Demoted       bool `json:"demoted"`
 	// Weight is the draw weight (null: unknown capacity).
 	Weight *float64 `json:"weight"`
-	// Tier is the site's own class, for tables: "T1" (room, no queue),
-	// "T2" (room, queued), "T3" (not full), "T4" (full), or, outside the
-	// tiers, "unready", "silent" or "fallback" (no telemetry). The site
-	// stage forms the tiers per request among the sites serving the
-	// model; a demoted site (Demoted) is a last resort whatever its tier.
+	// Tier is the site's own class, for tables, by the site stage's rule:
+	// "T1" (room, no queue), "T2" (room, queued), "T3" (measured, not
+	// full), "T4" (measured, full), or, outside the tiers, "unready",
+	// "silent" or "fallback" (no telemetry, or unmeasured without room:
+	// G-23, G-48). The site stage forms the tiers per request among the
+	// sites serving the model; a demoted site (Demoted) is a last resort
+	// whatever its tier.
 	Tier string `json:"tier"`
 }
 
@@ -74,6 +76,9 @@ func TierOf(s *sitestate.Site) string {
 		return "T1"
 	case s.Room:
 		return "T2"
+	case !s.PublishesLoad:
+		// Unmeasured sites are only in T1/T2 (G-48).
+		return "fallback"
 	case !s.Full:
 		return "T3"
 	default:

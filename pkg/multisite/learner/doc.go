@@ -22,13 +22,15 @@
 // Per site (a site's providers add up: in-flight, bounds and ceilings are
 // sums, the reported KV-cache pressure is the worst):
 //
-//   - rho_counted = in-flight / ceiling, rho_reported = KV-cache
+//   - rho_counted = in-flight / ceiling (both of the providers with a
+//     ceiling only), rho_reported = KV-cache
 //     utilisation, rho = max of the two, smoothed with `smoothing` per new
 //     sample, the first sample setting it (G-14); RhoFresh when the sample
 //     is inside the freshness window by the site's judgement clock;
 //   - room = the retained rho < 1 (G-15, §2.11 #16); queued = work waiting;
 //     the queue depth is the worst waiting count inside the window (G-36);
-//   - full = at the ceiling with queueFull requests per ready endpoint
+//   - full = at the ceiling (the learned providers' in-flight ≥ their
+//     ceiling, as for rho_counted) with queueFull requests per ready endpoint
 //     waiting (or any flow-control hold) for fullAfterMs, on the stamps
 //     (G-16);
 //   - weight = the ceiling, lifted to exploreFloor × the largest measured
@@ -61,8 +63,9 @@
 // (ready, live, publishing load, with telemetry, not demoted: silent and
 // unmeasured sites never hold it off, G-43, G-48) is full, and at least
 // one is (G-61); it routes again once one of them has had no sample at the
-// limit for roomAfterMs, or at once when its queue empties (G-62); in
-// between the state is kept. The models no site names (served only by
+// limit for roomAfterMs, or at once when its queue empties (nothing
+// queued and nothing held by flow control: a fraction of a request
+// waiting is not empty, G-62); in between the state is kept. The models no site names (served only by
 // sites with an empty model list) shed together as OtherModels
 // (Snapshot.ShedOthers).
 //
@@ -74,11 +77,13 @@
 // a reading and NaN (not deleted) for a site that left the topology, and
 // grid_route_shedding{model}. DebugOf is the /debug/sites view of a
 // snapshot (stable JSON names, null for no reading, and each site's own
-// tier class, TierOf).
+// tier class, TierOf, by the site stage's rule: a test holds the two
+// together).
 //
 // # Who imports it
 //
 // pkg/server (which runs Step from its multi-site loop and serves the
-// snapshot on /debug/sites) and tests. It imports sitestate, sitestore
-// and topology, and starts no goroutine.
+// snapshot on /debug/sites), cmd/epp's demo and tests. It imports
+// sitestate, sitestore and topology (its tests sitestage too), and starts
+// no goroutine.
 package learner

@@ -118,6 +118,9 @@ type siteLearn struct {
 	// of the latest such sample (G-16, G-62).
 	atLimit               bool
 	limitSince, lastLimit time.Time
+	// emptied: the latest sample had nothing queued and nothing held by
+	// flow control (G-62's "emptied queue": room at once).
+	emptied bool
 
 	// queue is the recent (stamp, depth) readings, for the windowed worst
 	// queue (G-36); bounded by maxQueueHistory.
@@ -488,9 +491,10 @@ func (l *Learner) stepSite(ts *topology.Site, ss *sitestore.Site, sn *sitestore.
 
 	// Full (G-16): at the ceiling with work waiting (queue_full per
 	// serving unit, or any flow-control hold) for full_after_ms, on the
-	// samples' stamps.
+	// samples' stamps. The ceiling is the learned providers' only, so it
+	// is compared with their in-flight only, as rho_counted is.
 	if newSample {
-		at := nCeil > 0 && site.inFlight >= ceiling-epsilon && site.fullWaiting(set.QueueFull)
+		at := nCeil > 0 && learnedInFlight >= ceiling-epsilon && site.fullWaiting(set.QueueFull)
 		if at {
 			if !sl.atLimit {
 				sl.limitSince = stamp
@@ -498,6 +502,7 @@ func (l *Learner) stepSite(ts *topology.Site, ss *sitestore.Site, sn *sitestore.
 			sl.lastLimit = stamp
 		}
 		sl.atLimit = at
+		sl.emptied = site.queued < epsilon && site.flow == 0
 	}
 	st.Full = st.Telemetry && sl.atLimit && stamp.Sub(sl.limitSince) >= ms(set.FullAfterMs)
 
@@ -521,10 +526,13 @@ func (ld load) fullWaiting(queueFull float64) bool {
 }
 
 // relieved reports whether the site shows room for G-62: its latest
-// sample has an empty queue (room at once), or no sample has been at the
-// limit for room_after_ms.
-func (sl *siteLearn) relieved(st *sitestate.Site, roomAfter time.Duration) bool {
-	if !st.Queued {
+// sample has an emptied queue (nothing queued, nothing held: room at
+// once), or no sample has been at the limit for room_after_ms. "Emptied"
+// is not "less than one whole request waiting": with a queue_full under
+// 1 a site can be at the limit with less than that, and counting it as
+// room would flip shedding every control step.
+func (sl *siteLearn) relieved(roomAfter time.Duration) bool {
+	if sl.emptied {
 		return true
 	}
 	return !sl.atLimit && sl.lastStamp.Sub(sl.lastLimit) >= roomAfter

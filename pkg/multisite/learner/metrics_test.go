@@ -151,7 +151,12 @@ func TestDebugOfNamesEveryState(t *testing.T) {
 		{sitestate.Site{Ready: true, Silent: true, Telemetry: true}, "silent"},
 		{sitestate.Site{Ready: true}, "fallback"},
 		{sitestate.Site{Ready: true, Telemetry: true, Room: true, Queued: true}, "T2"},
-		{sitestate.Site{Ready: true, Telemetry: true, Queued: true}, "T3"},
+		{sitestate.Site{Ready: true, Telemetry: true, PublishesLoad: true, Queued: true}, "T3"},
+		{sitestate.Site{Ready: true, Telemetry: true, PublishesLoad: true, Queued: true, Full: true}, "T4"},
+		// Unmeasured: T1/T2 with room, else the fallback set (G-48).
+		{sitestate.Site{Ready: true, Telemetry: true, Room: true}, "T1"},
+		{sitestate.Site{Ready: true, Telemetry: true, Queued: true}, "fallback"},
+		{sitestate.Site{Ready: true, Telemetry: true, Queued: true, Full: true}, "fallback"},
 	} {
 		assert.Equal(t, tc.want, TierOf(&tc.s), "case %d", i)
 	}

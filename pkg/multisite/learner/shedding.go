@@ -52,7 +52,7 @@ func (l *Learner) decideShedding(out *sitestate.Snapshot) {
 			if !s.Full {
 				allFull = false
 			}
-			if sl := l.sites[s.Name]; sl != nil && sl.relieved(s, roomAfter) {
+			if sl := l.sites[s.Name]; sl != nil && sl.relieved(roomAfter) {
 				anyRelieved = true
 			}
 		}

@@ -168,10 +168,19 @@ func TestG62_RoutesAgainAfterRoomAfterWithHysteresis(t *testing.T) {
 	r = newRig(t, set, nil, modelPeers()...)
 	learn(r)
 	run(r, 1, 6, map[string]ld{"a": atLimit, "b": atLimit, "c": drained})
-	sn = run(r, 7, 10, map[string]ld{"a": atLimit, "b": under, "c": drained})
-	assert.Equal(t, []string{"m1"}, sn.Shed)
+	// Not before room_after_ms: every step up to 4 s after b's last
+	// sample at the limit (second 6) keeps m1 shed …
+	for i := 7; i <= 10; i++ {
+		sn = run(r, i, i, map[string]ld{"a": atLimit, "b": under, "c": drained})
+		require.False(t, site(t, sn, "b").Full, "second %d", i)
+		assert.Equal(t, []string{"m1"}, sn.Shed, "second %d: %d s after the last limit sample", i, i-6)
+	}
+	// … and a control step between samples (no new sample) does not
+	// move the room clock either.
+	sn = r.step(t0.Add(10*time.Second + 900*time.Millisecond))
+	assert.Equal(t, []string{"m1"}, sn.Shed, "4.9 s on the EPP's clock, 4 s on the samples'")
 	sn = run(r, 11, 11, map[string]ld{"a": atLimit, "b": under, "c": drained})
-	assert.Empty(t, sn.Shed)
+	assert.Empty(t, sn.Shed, "5 s: routes again")
 }
 
 func TestG62_ModelsServedByEverySiteShedAsOthers(t *testing.T) {
@@ -183,4 +192,33 @@ func TestG62_ModelsServedByEverySiteShedAsOthers(t *testing.T) {
 	assert.True(t, sn.Shedding("any"))
 	sn = run(r, 7, 7, map[string]ld{"a": atLimit, "b": drained, "c": atLimit})
 	assert.False(t, sn.ShedOthers)
+}
+
+// A queue_full under one request per endpoint (validation allows it) puts
+// a site at the limit with less than one whole request waiting; that is
+// not an emptied queue, so the model stays shed while every site stays at
+// the limit (no flip every control step).
+func TestG62_FractionalQueueFullAtTheLimitIsNotAnEmptiedQueue(t *testing.T) {
+	set := shedding()
+	set.QueueFull = 0.5
+	r := newRig(t, set, nil, modelPeers()...)
+	// Ceiling 10 on every site (one endpoint each).
+	run(r, 0, 0, map[string]ld{"a": idle(10, 1), "b": idle(10, 1), "c": idle(10, 1)})
+	// 0.6 of a request waiting on the one endpoint: ≥ queue_full 0.5 at
+	// 10.6 in flight over the ceiling, but less than a whole request.
+	limit := ld{running: 10, queue: 0.6, ready: 1}
+	loads := map[string]ld{"a": limit, "b": limit, "c": limit}
+	sn := run(r, 1, 6, loads)
+	for _, s := range sn.Sites {
+		require.True(t, s.Full, s.Name)
+		require.False(t, s.Queued, s.Name)
+	}
+	require.Equal(t, []string{"m1", "m2"}, sn.Shed)
+	for i := 7; i <= 12; i++ {
+		sn = run(r, i, i, loads)
+		assert.Equal(t, []string{"m1", "m2"}, sn.Shed, "second %d: every site still at the limit", i)
+	}
+	// A truly emptied queue still counts as room at once.
+	sn = run(r, 13, 13, map[string]ld{"a": limit, "b": idle(9, 1), "c": limit})
+	assert.Equal(t, []string{"m2"}, sn.Shed, "b emptied: m1 routes again, m2 (a and c) stays shed")
 }
