@@ -32,6 +32,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/extproc"
 	"github.com/switchyard-ai/switchyard/pkg/internal/filewatch"
 	"github.com/switchyard-ai/switchyard/pkg/metrics"
+	"github.com/switchyard-ai/switchyard/pkg/objectives"
 	"github.com/switchyard-ai/switchyard/pkg/plugins"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/datalayer/coremetrics"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/datalayer/metricssource"
@@ -161,6 +162,13 @@ type Config struct {
 	// site topology, the site store and the poller of the local
 	// site-relay); nil leaves it off.
 	Multisite *MultisiteConfig
+	// ObjectivesFile is the watched file of InferenceObjective priorities
+	// (--objectives-file, see pkg/objectives); Objectives, in Kubernetes
+	// mode, builds the InferenceObjective watch that fills set. At most
+	// one is set; with neither every request has priority 0. The watch's
+	// Run error stops the server, like the endpoint source's.
+	ObjectivesFile string
+	Objectives     func(set *objectives.Set) (Runner, error)
 }
 
 // Defaults of the ext_proc listener's bounds.
@@ -258,6 +266,7 @@ type Server struct {
 	streamsRejected                prometheus.Counter
 	cfgRead                        atomic.Pointer[[32]byte] // filewatch.Sum of the configuration file last read; nil if it could not be read
 	multisite                      *multisite               // nil when Config.Multisite is nil
+	objectives                     *objectiveSource
 }
 
 // New loads the configuration and the endpoints and binds the listeners,
@@ -343,6 +352,9 @@ func New(cfg Config) (*Server, error) {
 			return nil, fmt.Errorf("multi-site signals: %w", err)
 		}
 	}
+	if err := s.newObjectives(); err != nil {
+		return nil, err
+	}
 	s.scraper, err = scrape.NewScraper(s.store, gen.scrape, scrape.Options{
 		Interval:   cfg.RefreshMetricsInterval,
 		Timeout:    cfg.ScrapeTimeout,
@@ -356,6 +368,7 @@ func New(cfg Config) (*Server, error) {
 		Runtime:                func() *extproc.Runtime { return s.gen.Load().runtime },
 		Endpoints:              func() extproc.EndpointView { return s.store.Snapshot() },
 		Stats:                  endpointStats,
+		Objective:              s.objectives.set.Lookup,
 		Metrics:                s.metrics,
 		Logger:                 s.log.WithName("extproc"),
 		MaxRequestBodyBytes:    cfg.MaxRequestBodyBytes,
@@ -628,6 +641,9 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	if s.multisite != nil {
 		s.multisite.start(goLoop, goErr)
+	}
+	if s.objectives.run != nil {
+		goErr("objectives", s.objectives.run)
 	}
 	serve := func(name string, f func() error) {
 		wg.Add(1)
