@@ -59,6 +59,11 @@ func (st *stream) route(end bodyEnd) ([]*extprocv3.ProcessingResponse, bool) {
 	st.s.m.RequestReceived(req.Model, req.TargetModel, req.Priority)
 	st.s.m.RequestSize(req.Model, req.TargetModel, len(st.body))
 
+	// Flow control: wait here while the pool is saturated (queue.go).
+	if out, done := st.hold(); done {
+		return out, true
+	}
+	defer st.flowStarted()
 	cands, r := st.candidates()
 	if r != nil {
 		st.req = nil // never scheduled: no completion hooks

@@ -60,6 +60,9 @@ type Runtime struct {
 	Scheduler *scheduling.Scheduler
 	// Format is the parser plugin's body format ("openai", "passthrough").
 	Format string
+	// Flow, when set (the flowControl feature gate), holds each request
+	// while the pool is saturated, before it is scheduled (queue.go).
+	Flow FlowController
 }
 
 // EndpointView is a published, immutable view of the pool's endpoints
@@ -185,11 +188,12 @@ type Options struct {
 // stream has its own state.
 type Server struct {
 	extprocv3.UnimplementedExternalProcessorServer
-	opts   Options
-	m      Recorder
-	log    logr.Logger
-	now    func() time.Time
-	budget budget
+	opts    Options
+	m       Recorder
+	flowRec FlowRecorder // m, when it records flow-control metrics
+	log     logr.Logger
+	now     func() time.Time
+	budget  budget
 }
 
 // New returns a Server.
@@ -224,6 +228,7 @@ func New(opts Options) (*Server, error) {
 	if s.m == nil {
 		s.m = nopRecorder{}
 	}
+	s.flowRec, _ = s.m.(FlowRecorder)
 	s.m.BufferBudget(s.budget.limit, s.budget.inUse)
 	if s.log.GetSink() == nil {
 		s.log = logr.Discard()

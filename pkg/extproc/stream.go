@@ -16,6 +16,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/go-logr/logr"
 
+	"github.com/switchyard-ai/switchyard/pkg/flowcontrol"
 	"github.com/switchyard-ai/switchyard/pkg/requests"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
@@ -72,6 +73,11 @@ type stream struct {
 	running     bool
 
 	rx receiver // receives for Process until the request is complete
+
+	// flowItem is the request's place in flow control (Runtime.Flow);
+	// flow is the controller until Started was called.
+	flowItem flowcontrol.Item
+	flow     FlowController
 }
 
 func newStream(s *Server, ctx context.Context) *stream {
@@ -504,6 +510,9 @@ func (st *stream) complete(disconnected bool) {
 		ctx = context.WithoutCancel(ctx)
 	}
 	st.rt.Scheduler.ResponseComplete(ctx, st.req, &st.resp, st.target)
+	if st.rt.Flow != nil {
+		st.rt.Flow.Notify() // its room is free
+	}
 	e2e := st.s.now().Sub(st.forwardedAt)
 	ok := !disconnected && st.resp.StatusCode >= 200 && st.resp.StatusCode < 300
 	if st.stats != nil {
@@ -536,6 +545,7 @@ func (st *stream) complete(disconnected bool) {
 
 // finish runs when the stream ends for any reason.
 func (st *stream) finish() {
+	st.flowStarted()
 	st.release()
 	if st.req != nil && !st.completed {
 		st.complete(true)

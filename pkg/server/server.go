@@ -238,6 +238,7 @@ type generation struct {
 	loaded  *config.Loaded
 	runtime *extproc.Runtime
 	scrape  scrape.Config
+	flow    *flowGate // nil without the flowControl gate
 }
 
 // Server is a running endpoint picker.
@@ -267,6 +268,7 @@ type Server struct {
 	cfgRead                        atomic.Pointer[[32]byte] // filewatch.Sum of the configuration file last read; nil if it could not be read
 	multisite                      *multisite               // nil when Config.Multisite is nil
 	objectives                     *objectiveSource
+	flows                          flowRunner
 }
 
 // New loads the configuration and the endpoints and binds the listeners,
@@ -335,6 +337,9 @@ func New(cfg Config) (*Server, error) {
 	s.store = datastore.New(datastore.Options{StalenessThreshold: cfg.MetricsStalenessThreshold, Logger: s.log.WithName("datastore")})
 	s.store.OnRemoved(s.forget)
 	s.runners = newRunners(storeEnv{s.store})
+	if err := s.reg.Register(newFlowCollector(cfg.PoolName, func() *flowGate { return s.gen.Load().flow })); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
 	if err := s.reg.Register(newEligibilityCollector(s.store)); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
@@ -447,6 +452,13 @@ func (s *Server) load(prev *generation) (*generation, error) {
 	if loaded.Parser != nil {
 		gen.runtime.Format = loaded.Parser.Format()
 	}
+	if gen.flow, err = s.newFlowGate(loaded); err != nil {
+		loaded.Release(opts.Previous)
+		return nil, fmt.Errorf("%s: flowControl: %w", what, err)
+	}
+	if gen.flow != nil {
+		gen.runtime.Flow = gen.flow
+	}
 	gen.scrape = scrapeConfig(loaded)
 	if s.cfg.MetricsSourceOverride != nil && gen.scrape.Extractor != nil {
 		s.cfg.MetricsSourceOverride(&gen.scrape.Source)
@@ -519,6 +531,10 @@ func (s *Server) Reload() error {
 	// Plugins that judge the whole pool get it before the first request.
 	s.runners.prepare(gen.loaded)
 	s.gen.Store(gen)
+	// Its flow controller takes new requests; the old one dispatches the
+	// requests it holds, then stops.
+	s.flows.start(gen.flow)
+	s.flows.retire(prev.flow)
 	// The new configuration serves: its new background plugins start,
 	// those of instances it dropped stop (Release then closes them).
 	s.runners.sync(gen.loaded)
@@ -629,6 +645,7 @@ func (s *Server) Run(ctx context.Context) error {
 	goLoop(s.endpointWarningsLoop)
 	s.reloadMu.Lock()
 	s.runners.start(ctx, s.gen.Load().loaded)
+	s.flows.run(ctx, s.gen.Load().flow)
 	s.reloadMu.Unlock()
 	if s.cfg.ConfigFile != "" {
 		goLoop(s.watchConfig)
@@ -676,6 +693,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.shutdown()
 	cancel()
 	wg.Wait()
+	s.flows.wait()
 	s.runners.wait()
 	s.closeConfig()
 	return runErr
