@@ -23,16 +23,16 @@ import (
 // waiting request at once; with it, the dispatcher releases one request
 // per slot the detector reports, highest band first.
 type flowGate struct {
-	c       *flowcontrol.Controller
-	pool    *flowPool
+	c    *flowcontrol.Controller
+	pool *flowPool
 	// noEndpointWait: flowControl.noEndpointRequestTTL (or
 	// defaultRequestTTL) is set, so requests wait for endpoints to appear
 	// (llm-d's scale-from-zero); otherwise a pool without endpoints
 	// refuses at once (503 no_endpoints).
 	noEndpointWait bool
-	pending atomic.Int64
-	mu      sync.Mutex
-	picked  map[*flowcontrol.Item]struct{} // released, not yet Started
+	pending        atomic.Int64
+	mu             sync.Mutex
+	picked         map[*flowcontrol.Item]struct{} // released, not yet Started
 
 	cancel context.CancelFunc // stops Run; nil until started
 	done   chan struct{}      // closed when Run returned
