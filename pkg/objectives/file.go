@@ -9,6 +9,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"strconv"
 	"strings"
 	"sync"
 
@@ -145,12 +146,28 @@ func priority(errs *errorList, path string, v any) (int, bool) {
 
 func unknownKeys(errs *errorList, path string, obj map[string]any, allowed ...string) {
 	for _, k := range yamldoc.UnknownKeys(obj, allowed) {
-		p := k
-		if path != "" {
-			p = path + "." + k
-		}
-		errs.Add(p, "unknown field %q (allowed: %s)", k, strings.Join(allowed, ", "))
+		errs.Add(keyPath(path, k), "unknown field %q (allowed: %s)", k, strings.Join(allowed, ", "))
 	}
+}
+
+// keyPath is the path of key k under path: path.k, or path["k"] when k is
+// not a plain word (so that every path is non-empty and unambiguous).
+func keyPath(path, k string) string {
+	plain := k != ""
+	for i := 0; i < len(k); i++ {
+		c := k[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			plain = false
+			break
+		}
+	}
+	switch {
+	case !plain:
+		return path + "[" + strconv.Quote(k) + "]"
+	case path == "":
+		return k
+	}
+	return path + "." + k
 }
 
 // checkDocuments refuses a second YAML document.

@@ -65,6 +65,7 @@ func TestParseErrors(t *testing.T) {
 		{"priority float", "objectives:\n- name: a\n  priority: 1.5\n", []string{"objectives[0].priority: expected an integer, got 1.5"}},
 		{"priority range", "objectives:\n- name: a\n  priority: 2147483648\n", []string{"objectives[0].priority: 2147483648 is out of range"}},
 		{"unknown key", "objectives:\n- name: a\n  prio: 1\n", []string{`objectives[0].prio: unknown field "prio"`}},
+		{"empty key", "\"\": 1\nobjectives: []\n", []string{`[""]: unknown field ""`}},
 		{"repeated key", "objectives:\n- name: a\n  name: b\n", []string{"not valid YAML"}},
 		{"second document", "objectives: []\n---\nobjectives: []\n", []string{"a second YAML document starts at line 2"}},
 		{"every problem at once", "objectives:\n- name: 1\n- priority: x\n", []string{"objectives[0].name: expected a string", "objectives[1].name: required", "objectives[1].priority: expected an integer"}},
