@@ -191,3 +191,25 @@ func BenchmarkLookup(b *testing.B) {
 		}
 	}
 }
+
+// TestReadmeExample: the objectives file the README's flow-control
+// section shows parses.
+func TestReadmeExample(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	_, sec, ok := strings.Cut(string(readme), "\n## Flow control\n")
+	require.True(t, ok, "README has a Flow control section")
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	_, block, ok := strings.Cut(sec, "```yaml\n")
+	require.True(t, ok)
+	block, _, _ = strings.Cut(block, "```")
+	var lines []string
+	for l := range strings.SplitSeq(block, "\n") {
+		lines = append(lines, strings.TrimPrefix(l, "  "))
+	}
+	tab, err := objectives.Parse([]byte(strings.Join(lines, "\n")))
+	require.NoError(t, err)
+	p, ok := tab.Priority("batch")
+	assert.True(t, ok)
+	assert.Equal(t, -10, p)
+}

@@ -150,3 +150,22 @@ func TestFlowControlHoldsUntilRoom(t *testing.T) {
 	// The retired controller stops once drained.
 	require.Eventually(t, func() bool { return !old.c.Stats().Running }, 10*time.Second, 20*time.Millisecond)
 }
+
+// TestReadmeFlowControlExample: the configuration the README's
+// flow-control section shows serves with a flow controller.
+func TestReadmeFlowControlExample(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	_, sec, ok := strings.Cut(string(readme), "\n## Flow control\n")
+	require.True(t, ok)
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	i := strings.Index(sec, "```yaml\napiVersion:")
+	require.GreaterOrEqual(t, i, 0)
+	block, _, _ := strings.Cut(sec[i+len("```yaml\n"):], "```")
+	s, err := New(Config{EndpointsFile: sims(t, 1), ConfigText: block, GRPCAddr: "127.0.0.1:0", HealthAddr: "127.0.0.1:0"})
+	require.NoError(t, err)
+	defer s.closeListeners()
+	defer s.closeConfig()
+	require.NotNil(t, s.gen.Load().flow)
+	assert.Equal(t, uint64(2<<30), s.gen.Load().flow.c.Stats().MaxBytes)
+}
