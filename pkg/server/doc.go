@@ -18,8 +18,25 @@
 // source has synced the pool, the source lets this replica serve (it
 // leads), and the server is not draining.
 // The request path reads two atomically published values: the endpoint
-// snapshot and the runtime (scheduler and parser format) of the current
-// configuration. The multi-site state is published the same way, for the
+// snapshot and the runtime (scheduler, parser format and flow controller)
+// of the current configuration, and the InferenceObjective priorities
+// (pkg/objectives, Config.ObjectivesFile or the Kubernetes watch
+// Config.Objectives, run as a loop of Run).
+//
+// # Flow control
+//
+// A configuration with the flowControl feature gate gets its own
+// flowcontrol.Controller (flowcontrol.go), built when it loads and run by
+// Run; its Pool is the configuration's saturation detector over the
+// routable endpoints (the producers run first, on an empty request, so
+// concurrency-detector sees its in-flight view), and while a request the
+// dispatcher released has not been scheduled yet the pool counts as
+// saturated, so one free slot releases one request. When a reload serves,
+// the new controller takes new requests and the old one keeps dispatching
+// what it holds, then stops once empty (2 s grace). The controller's state
+// is exported at scrape time: inference_extension_flow_control_pool_saturation,
+// switchyard_flow_control_queue_utilization{limit} and
+// switchyard_flow_control_outcomes_total{outcome}. The multi-site state is published the same way, for the
 // site stage of part 2: SiteSnapshot (the site store's snapshot) and
 // SiteTopology, each one atomic load; remote sites are never endpoints of
 // the datastore (see pkg/multisite).
