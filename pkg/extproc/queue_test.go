@@ -10,11 +10,14 @@ import (
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	configfiles "github.com/switchyard-ai/switchyard/config"
 	"github.com/switchyard-ai/switchyard/pkg/extproc"
 	"github.com/switchyard-ai/switchyard/pkg/flowcontrol"
+	"github.com/switchyard-ai/switchyard/pkg/metrics"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
@@ -299,5 +302,45 @@ func TestQueueReleasesBodyBudget(t *testing.T) {
 				break
 			}
 		}
+	}
+}
+
+// BenchmarkRequestPathFlowControl is BenchmarkRequestPath with flow
+// control on and the pool never saturated: the cost of the hold step on
+// its fast path (nothing queued, room), flow metrics included.
+func BenchmarkRequestPathFlowControl(b *testing.B) {
+	pool := &slotPool{endpoints: 100, open: true}
+	c, err := flowcontrol.New(flowcontrol.Config{}, pool)
+	if err != nil {
+		b.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(runCtx); close(done) }()
+	defer func() { stop(); <-done }()
+	for !c.Stats().Running {
+		time.Sleep(time.Millisecond)
+	}
+	g := &gate{c: c}
+	m, err := metrics.New(prometheus.NewRegistry(), "pool")
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := start(b, string(configfiles.Default), benchPods(100), func(o *extproc.Options) { o.Metrics = m })
+	rt := *h.rt.Load()
+	rt.Flow = g
+	h.setRuntime(&rt)
+	msgs := make([][]*extprocv3.ProcessingRequest, 64)
+	for i := range msgs {
+		msgs[i] = benchMessages(i)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := oneRequest(ctx, h.client, msgs[i%len(msgs)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
 	}
 }
