@@ -18,7 +18,9 @@
 //     priority 0, as GIE treats it. The Go types are this package's own
 //     (InferenceObjective): the GIE module the product requires (v1.6)
 //     no longer ships the v1alpha2 API, while v1.5 users have its CRD
-//     installed; manifests/base/crds ships that CRD.
+//     installed; manifests/base/crds ships that CRD. Without the CRD
+//     (discovery answers 404) the source logs it once, leaves the table
+//     empty and looks again every CRDCheckInterval (30 s).
 //   - Standalone mode: FileSource reads a YAML file (--objectives-file)
 //     and watches it. Decoding is strict (unknown or repeated keys, wrong
 //     types, a second document are errors) and every problem carries its

@@ -10,8 +10,10 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/ptr"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -130,8 +132,41 @@ func NewKubeSource(opts KubeOptions) (*KubeSource, error) {
 	return s, nil
 }
 
+// CRDCheckInterval is how often Run looks again for the InferenceObjective
+// API while the API server does not serve it (the CRD is not installed).
+var CRDCheckInterval = 30 * time.Second
+
 // Run starts the manager; it blocks until ctx ends or the manager fails.
-func (s *KubeSource) Run(ctx context.Context) error { return s.mgr.Start(ctx) }
+// While the API server does not serve InferenceObjectives (the CRD is not
+// installed: discovery answers 404) it logs that once, leaves the table
+// empty (every request has priority 0) and looks again every
+// CRDCheckInterval, so a missing CRD is neither a crash nor a stream of
+// list errors; any other discovery answer starts the watch.
+func (s *KubeSource) Run(ctx context.Context) error {
+	dc, err := discovery.NewDiscoveryClientForConfig(s.opts.Config)
+	if err == nil {
+		logged := false
+		for {
+			_, err := dc.ServerResourcesForGroupVersion(GroupVersion.String())
+			if !apierrors.IsNotFound(err) {
+				break
+			}
+			if !logged {
+				s.log.Info("The API server does not serve InferenceObjectives (CRD inferenceobjectives.inference.networking.x-k8s.io not installed); every request has priority 0 until it is", "recheck", CRDCheckInterval)
+				logged = true
+			}
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(CRDCheckInterval):
+			}
+		}
+		if logged {
+			s.log.Info("InferenceObjectives are served now; watching them")
+		}
+	}
+	return s.mgr.Start(ctx)
+}
 
 // reconcile recomputes the whole table from the cache: events coalesce in
 // the work queue, so a burst costs one pass.

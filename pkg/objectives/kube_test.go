@@ -156,3 +156,49 @@ func TestKubeOptionsValidate(t *testing.T) {
 		assert.Contains(t, err.Error(), want)
 	}
 }
+
+// TestKubeSourceWithoutCRD: on an API server without the InferenceObjective
+// CRD the source waits (no error, empty table: priority 0 for every
+// request) and starts watching once the CRD is installed.
+func TestKubeSourceWithoutCRD(t *testing.T) {
+	old := objectives.CRDCheckInterval
+	objectives.CRDCheckInterval = 100 * time.Millisecond
+	defer func() { objectives.CRDCheckInterval = old }()
+	env := kubetest.Start(t, kubetest.Options{})
+	ctx := context.Background()
+	ns := env.Namespace(t, "nocrd")
+	set := objectives.NewSet()
+	src, err := objectives.NewKubeSource(objectives.KubeOptions{Config: env.Config, Namespace: ns, PoolName: "pool", Set: set, Logger: testr.New(t)})
+	require.NoError(t, err)
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- src.Run(runCtx) }()
+	defer func() {
+		cancel()
+		require.NoError(t, <-done)
+	}()
+	time.Sleep(300 * time.Millisecond)
+	assert.Nil(t, set.Table(), "nothing watched without the CRD")
+
+	crd := objectiveCRD(t)
+	require.NoError(t, env.Client.Create(ctx, crd))
+	require.Eventually(t, func() bool {
+		var got apiextensionsv1.CustomResourceDefinition
+		if env.Client.Get(ctx, client.ObjectKeyFromObject(crd), &got) != nil {
+			return false
+		}
+		for _, c := range got.Status.Conditions {
+			if c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue {
+				return true
+			}
+		}
+		return false
+	}, 30*time.Second, 50*time.Millisecond)
+	c, err := client.New(env.Config, client.Options{Scheme: objectives.Scheme()})
+	require.NoError(t, err)
+	o := &objectives.InferenceObjective{ObjectMeta: metav1.ObjectMeta{Name: "late", Namespace: ns}}
+	o.Spec.PoolRef.Name = "pool"
+	o.Spec.Priority = ptr.To(3)
+	require.Eventually(t, func() bool { return c.Create(ctx, o) == nil }, 30*time.Second, 100*time.Millisecond)
+	require.Eventually(t, func() bool { p, ok := set.Lookup("late"); return ok && p == 3 }, 30*time.Second, 10*time.Millisecond)
+}
