@@ -32,7 +32,7 @@ type flowGate struct {
 	noEndpointWait bool
 	pending        atomic.Int64
 	mu             sync.Mutex
-	picked         map[*flowcontrol.Item]struct{} // released, not yet Started
+	picked         map[*flowcontrol.Item]time.Time // released, not yet Started: since when
 
 	cancel context.CancelFunc // stops Run; nil until started
 	done   chan struct{}      // closed when Run returned
@@ -60,6 +60,26 @@ func (g *flowGate) Started(it *flowcontrol.Item) {
 	}
 }
 
+// pickTimeout bounds how long a released request may keep the pool
+// "saturated" before it is scheduled: scheduling takes microseconds to
+// milliseconds, so a pick older than this was not a dispatch (or its
+// stream is stuck) and no longer holds the others back.
+const pickTimeout = time.Second
+
+// stillPending reports whether a released request is still waiting to be
+// scheduled, forgetting picks older than pickTimeout.
+func (g *flowGate) stillPending(now time.Time) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for it, at := range g.picked {
+		if now.Sub(at) >= pickTimeout {
+			delete(g.picked, it)
+			g.pending.Add(-1)
+		}
+	}
+	return len(g.picked) > 0
+}
+
 // Notify implements extproc.FlowController.
 func (g *flowGate) Notify() { g.c.Notify() }
 
@@ -79,7 +99,7 @@ func (p pickCounter) Pick(b *flowcontrol.Band) *flowcontrol.Flow {
 	if h := f.Head(); h != nil {
 		p.g.mu.Lock()
 		if _, ok := p.g.picked[h]; !ok {
-			p.g.picked[h] = struct{}{}
+			p.g.picked[h] = time.Now()
 			p.g.pending.Add(1)
 		}
 		p.g.mu.Unlock()
@@ -103,7 +123,7 @@ func (p *flowPool) Saturation() (float64, int) {
 	if len(cands) == 0 {
 		return 1, 0
 	}
-	if p.gate.pending.Load() > 0 {
+	if p.gate.pending.Load() > 0 && p.gate.stillPending(time.Now()) {
 		return 1, len(cands)
 	}
 	if p.det == nil {
@@ -123,7 +143,7 @@ func (s *Server) newFlowGate(l *config.Loaded) (*flowGate, error) {
 	if l.FlowControl == nil {
 		return nil, nil
 	}
-	g := &flowGate{picked: map[*flowcontrol.Item]struct{}{}}
+	g := &flowGate{picked: map[*flowcontrol.Item]time.Time{}}
 	cfg := *l.FlowControl
 	wrap := func(b flowcontrol.BandConfig) flowcontrol.BandConfig {
 		inner := b.Fairness
