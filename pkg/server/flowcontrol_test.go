@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -168,4 +169,28 @@ func TestReadmeFlowControlExample(t *testing.T) {
 	defer s.closeConfig()
 	require.NotNil(t, s.gen.Load().flow)
 	assert.Equal(t, uint64(2<<30), s.gen.Load().flow.c.Stats().MaxBytes)
+}
+
+// BenchmarkFlowPoolSaturation is the dispatcher's look at the pool (also
+// every request's, when nothing is queued): the producers on an empty
+// request, then concurrency-detector over the routable endpoints.
+func BenchmarkFlowPoolSaturation(b *testing.B) {
+	var eps strings.Builder
+	eps.WriteString("endpoints:\n")
+	for i := range 100 {
+		fmt.Fprintf(&eps, "- {name: e%d, address: 127.0.0.1, port: %d, scrape: false}\n", i, 10000+i)
+	}
+	path := filepath.Join(b.TempDir(), "endpoints.yaml")
+	require.NoError(b, os.WriteFile(path, []byte(eps.String()), 0o600))
+	s, err := New(Config{EndpointsFile: path, ConfigText: flowConfig, GRPCAddr: "127.0.0.1:0", HealthAddr: "127.0.0.1:0"})
+	require.NoError(b, err)
+	defer s.closeListeners()
+	defer s.closeConfig()
+	pool := s.gen.Load().flow.pool
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, n := pool.Saturation(); n != 100 {
+			b.Fatal(n)
+		}
+	}
 }
