@@ -261,40 +261,9 @@ func (c *Controller) Enqueue(ctx context.Context, it *Item) Outcome {
 		}
 	}
 
-	c.mu.Lock()
-	if c.stopped || !c.running.Load() {
-		c.mu.Unlock()
-		return c.count(Stopped)
+	if o, queued := c.admit(it, now, ttl); !queued {
+		return c.count(o)
 	}
-	band := c.bandLocked(it.Flow.Priority)
-	if band == nil || !c.fitsLocked(band, it.Bytes) {
-		c.mu.Unlock()
-		return c.count(RejectedQueueFull)
-	}
-	c.seq++
-	it.seq = c.seq
-	it.enqueued = now
-	it.ttl = max(ttl, 0)
-	if it.Received.IsZero() {
-		it.Received = now
-	}
-	it.key = band.cfg.Ordering.OrderKey(it)
-	it.state = stateQueued
-	it.done = make(chan struct{})
-	f := band.flows[it.Flow.ID]
-	if f == nil {
-		f = &Flow{key: it.Flow, band: band}
-		band.flows[it.Flow.ID] = f
-		band.pushBack(f)
-	}
-	it.flow = f
-	f.push(it)
-	band.requests++
-	band.bytes += it.Bytes
-	c.requests++
-	c.bytes += it.Bytes
-	c.queued.Add(1)
-	c.mu.Unlock()
 	c.Notify()
 
 	var timer clock.Timer
@@ -337,6 +306,43 @@ func (c *Controller) Enqueue(ctx context.Context, it *Item) Outcome {
 			arm(next)
 		}
 	}
+}
+
+// admit queues it, or returns why not (queued false).
+func (c *Controller) admit(it *Item, now time.Time, ttl time.Duration) (Outcome, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped || !c.running.Load() {
+		return Stopped, false
+	}
+	band := c.bandLocked(it.Flow.Priority)
+	if band == nil || !c.fitsLocked(band, it.Bytes) {
+		return RejectedQueueFull, false
+	}
+	c.seq++
+	it.seq = c.seq
+	it.enqueued = now
+	it.ttl = max(ttl, 0)
+	if it.Received.IsZero() {
+		it.Received = now
+	}
+	it.key = band.cfg.Ordering.OrderKey(it)
+	it.state = stateQueued
+	it.done = make(chan struct{})
+	f := band.flows[it.Flow.ID]
+	if f == nil {
+		f = &Flow{key: it.Flow, band: band}
+		band.flows[it.Flow.ID] = f
+		band.pushBack(f)
+	}
+	it.flow = f
+	f.push(it)
+	band.requests++
+	band.bytes += it.Bytes
+	c.requests++
+	c.bytes += it.Bytes
+	c.queued.Add(1)
+	return Dispatched, true
 }
 
 func ctxOutcome(ctx context.Context) Outcome {
@@ -483,26 +489,33 @@ func (c *Controller) Run(ctx context.Context) {
 func (c *Controller) dispatch() {
 	for c.queued.Load() > 0 {
 		sat, eps := c.pool.Saturation()
-		c.mu.Lock()
-		c.saturation, c.endpoints, c.noEndpoints = sat, eps, eps == 0
-		if eps == 0 {
-			c.mu.Unlock()
+		if c.dispatchOne(sat, eps) == nil {
 			return
 		}
-		it := c.selectLocked(sat)
-		if it == nil {
-			c.mu.Unlock()
-			return
-		}
-		f := it.flow
-		b := f.band
-		c.removeLocked(it, Dispatched)
-		if len(f.items) > 0 { // served: to the back of the band's ring
-			b.unlink(f)
-			b.pushBack(f)
-		}
-		c.mu.Unlock()
 	}
+}
+
+// dispatchOne releases the next item at saturation sat with eps endpoints
+// and returns it, or nil if none may leave.
+func (c *Controller) dispatchOne(sat float64, eps int) *Item {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.saturation, c.endpoints, c.noEndpoints = sat, eps, eps == 0
+	if eps == 0 {
+		return nil
+	}
+	it := c.selectLocked(sat)
+	if it == nil {
+		return nil
+	}
+	f := it.flow
+	b := f.band
+	c.removeLocked(it, Dispatched)
+	if len(f.items) > 0 { // served: to the back of the band's ring
+		b.unlink(f)
+		b.pushBack(f)
+	}
+	return it
 }
 
 // selectLocked returns the next item to dispatch at saturation sat, or nil:
