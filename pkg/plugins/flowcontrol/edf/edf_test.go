@@ -50,8 +50,3 @@ func TestOrderKeyNoOverflow(t *testing.T) {
 	p, _ := edf.New("edf", edf.DefaultParams(), nil)
 	require.Equal(t, int64(math.MaxInt64), p.OrderKey(&flowcontrol.Item{}), "no TTL")
 }
-
-func BenchmarkOrderKey(b *testing.B) {
-	p, _ := edf.New("edf", edf.DefaultParams(), nil)
-	fctest.BenchOrderKey(b, p, nil)
-}

@@ -37,8 +37,3 @@ func TestOrder(t *testing.T) {
 		})
 	}
 }
-
-func BenchmarkOrderKey(b *testing.B) {
-	p, _ := fcfs.New("fcfs", fcfs.DefaultParams(), nil)
-	fctest.BenchOrderKey(b, p, nil)
-}

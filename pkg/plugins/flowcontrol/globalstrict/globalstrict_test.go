@@ -1,7 +1,6 @@
 package globalstrict_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -41,12 +40,5 @@ func TestPick(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { require.Equal(t, tt.want, fctest.Order(t, tt.ordering, tt.in, gs)) })
-	}
-}
-
-func BenchmarkEnqueueDispatch(b *testing.B) {
-	gs, _ := globalstrict.New("gs", globalstrict.DefaultParams(), nil)
-	for _, flows := range []int{1, 100} {
-		b.Run(fmt.Sprint("flows=", flows), func(b *testing.B) { fctest.BenchFairness(b, gs, flows) })
 	}
 }

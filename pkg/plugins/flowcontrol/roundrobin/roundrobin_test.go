@@ -1,7 +1,6 @@
 package roundrobin_test
 
 import (
-	"fmt"
 	"testing"
 	"time"
 
@@ -37,12 +36,5 @@ func TestTurns(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { require.Equal(t, tt.want, fctest.Order(t, flowcontrol.FCFS{}, tt.in, rr)) })
-	}
-}
-
-func BenchmarkEnqueueDispatch(b *testing.B) {
-	rr, _ := roundrobin.New("rr", roundrobin.DefaultParams(), nil)
-	for _, flows := range []int{1, 100} {
-		b.Run(fmt.Sprint("flows=", flows), func(b *testing.B) { fctest.BenchFairness(b, rr, flows) })
 	}
 }

@@ -88,8 +88,3 @@ func FuzzOrderKey(f *testing.F) {
 		}
 	})
 }
-
-func BenchmarkOrderKey(b *testing.B) {
-	p, _ := slodeadline.New("s", slodeadline.DefaultParams(), nil)
-	fctest.BenchOrderKey(b, p, map[string]string{slodeadline.HeaderLLMD: "500"})
-}

@@ -37,13 +37,3 @@ func TestParams(t *testing.T) {
 		})
 	}
 }
-
-func BenchmarkCeiling(b *testing.B) {
-	p, _ := staticusagelimit.New("u", staticusagelimit.DefaultParams(), nil)
-	b.ReportAllocs()
-	var sink float64
-	for i := range b.N {
-		sink += p.Ceiling(0.5, i&7)
-	}
-	_ = sink
-}

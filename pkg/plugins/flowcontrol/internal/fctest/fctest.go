@@ -5,6 +5,7 @@ package fctest
 
 import (
 	"context"
+	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -113,37 +114,44 @@ func BenchOrderKey(b *testing.B, p flowcontrol.OrderingPolicy, headers map[strin
 	_ = sink
 }
 
-// BenchFairness measures one enqueue and one dispatch through a running
-// controller whose band uses fairness, with one request waiting in each of
-// flows flows.
-func BenchFairness(b *testing.B, fairness flowcontrol.FairnessPolicy, flows int) {
-	c, ctx, stop := Started(b, flowcontrol.Config{DefaultBand: flowcontrol.BandConfig{Fairness: fairness}})
+// BenchQueue measures one enqueue and one dispatch through a running
+// controller configured by cfg, with queued requests waiting spread over
+// flows flows (the depth stays constant: each iteration adds one to the
+// flow next in turn and releases one).
+func BenchQueue(b *testing.B, cfg flowcontrol.Config, queued, flows int) {
+	c, ctx, stop := Started(b, cfg)
 	defer stop()
-	done := make(chan struct{}, flows+1)
-	enqueue := func(flow int) {
-		it := &flowcontrol.Item{Flow: flowcontrol.FlowKey{ID: string(rune('a'+flow%26)) + string(rune('a'+flow/26))}}
+	done := make(chan struct{}, queued+1)
+	names := make([]string, flows)
+	for i := range names {
+		names[i] = "flow-" + strconv.Itoa(i)
+	}
+	enqueue := func(i int) {
+		it := &flowcontrol.Item{Flow: flowcontrol.FlowKey{ID: names[i%flows]}, Bytes: 1000}
 		go func() { c.Enqueue(ctx, it); done <- struct{}{} }()
 	}
-	for i := range flows {
+	for i := range queued {
 		enqueue(i)
 	}
-	for c.Stats().Requests < uint64(flows) {
+	for c.Stats().Requests < uint64(queued) {
 		time.Sleep(50 * time.Microsecond)
 	}
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range b.N {
-		enqueue(i % flows)
+		enqueue(i)
 		c.Allow(1)
 		<-done
 	}
 	b.StopTimer()
-	c.Allow(int64(flows) + 1)
-	for c.Stats().Requests > 0 {
-		c.Allow(int64(flows) + 1)
-		time.Sleep(50 * time.Microsecond)
-	}
-	for range flows {
-		<-done
+	// Release everything, also a request whose goroutine is not queued yet.
+	for received := 0; received < queued; {
+		select {
+		case <-done:
+			received++
+		default:
+			c.Allow(int64(queued) + 1)
+			time.Sleep(50 * time.Microsecond)
+		}
 	}
 }
