@@ -19,6 +19,10 @@ const (
 	DefaultPollInterval = 5 * time.Millisecond
 	// DefaultMaxBands bounds the number of bands (one per priority seen).
 	DefaultMaxBands = 64
+	// HardMaxRequests bounds the queued requests when Config.MaxRequests
+	// is 0 (GIE's "no limit"): requests of size 0 are not held back by any
+	// byte limit, and every waiting request holds a client stream.
+	HardMaxRequests = 100_000
 	// regimeRecheck is how often a waiting item whose current budget is
 	// unbounded re-checks which budget applies.
 	regimeRecheck = time.Second
@@ -41,7 +45,8 @@ type BandConfig struct {
 
 // Config configures a Controller.
 type Config struct {
-	// MaxRequests and MaxBytes bound all queued items; 0 means no limit.
+	// MaxRequests and MaxBytes bound all queued items; 0 means no limit
+	// (for requests: HardMaxRequests).
 	MaxRequests uint64
 	MaxBytes    uint64
 	// DefaultRequestTTL bounds an item's wait while the pool has endpoints
@@ -153,6 +158,9 @@ func New(cfg Config, pool Pool) (*Controller, error) {
 	}
 	if c.poll == 0 {
 		c.poll = DefaultPollInterval
+	}
+	if c.cfg.MaxRequests == 0 {
+		c.cfg.MaxRequests = HardMaxRequests
 	}
 	c.cfg.DefaultBand = withDefaults(cfg.DefaultBand)
 	if cfg.DefaultNegativeBand != nil {
