@@ -66,6 +66,14 @@
 // configured); flows exist only while they hold items; bands are bounded
 // by Config.MaxBands.
 //
+// # Reloads
+//
+// Controller.Reconfigure installs a reloaded configuration without dropping
+// waiting items: new limits, TTLs, templates and policies apply to the
+// items that arrive next; waiting items keep their TTLs, stay where they
+// exceed new limits, and are re-ordered by their band's new ordering
+// policy.
+//
 // # Goroutines
 //
 // The dispatcher runs in the goroutine that calls Run, and returns when

@@ -19,7 +19,7 @@ func NewStarted(cfg Config, pool Pool) (*Controller, error) {
 func (c *Controller) Admit(it *Item, now time.Time, ttl time.Duration) (Outcome, bool) {
 	it.index = -1
 	if ttl <= 0 {
-		ttl = c.cfg.DefaultRequestTTL
+		ttl = c.live.Load().ttl
 	}
 	return c.admit(it, now, ttl)
 }
@@ -32,7 +32,7 @@ func (c *Controller) Cancel(it *Item) Outcome { return c.finish(it, Cancelled) }
 
 // Expire is it's timer firing.
 func (c *Controller) Expire(it *Item) (Outcome, time.Duration) {
-	return c.expire(it, it.ttl, c.cfg.NoEndpointRequestTTL)
+	return c.expire(it, it.ttl, c.live.Load().noEpTTL)
 }
 
 // Queued reports whether it waits in a queue.

@@ -206,3 +206,23 @@ func TestCancelAndExpire(t *testing.T) {
 	require.Nil(t, c.DispatchOne(0, 1), "cancelled and expired items are never dispatched")
 	require.Zero(t, c.Stats().Requests)
 }
+
+func TestReconfigureKeepsWaitingItems(t *testing.T) {
+	c := started(t, flowcontrol.Config{MaxRequests: 3})
+	require.Equal(t, uint64(3), c.Stats().MaxRequests)
+	admit(t, c, item("long", "f", 0), t0, time.Minute)
+	admit(t, c, item("short", "f", 0), t0.Add(time.Millisecond), time.Second)
+	pol, err := edf.New("edf", edf.DefaultParams(), nil)
+	require.NoError(t, err)
+	// A reload: EDF ordering, a new band, no request limit.
+	require.NoError(t, c.Reconfigure(flowcontrol.Config{DefaultBand: flowcontrol.BandConfig{Ordering: pol}, Bands: []flowcontrol.BandConfig{{Priority: 7, MaxRequests: 1}}}))
+	s := c.Stats()
+	require.Equal(t, uint64(flowcontrol.HardMaxRequests), s.MaxRequests)
+	require.Equal(t, uint64(2), s.Requests, "waiting items stay")
+	require.Equal(t, 7, s.Bands[0].Priority)
+	admit(t, c, item("p7", "g", 7), t0, 0)
+	o, _ := c.Admit(item("p7b", "g", 7), t0, 0)
+	require.Equal(t, flowcontrol.RejectedQueueFull, o)
+	require.Equal(t, []string{"p7", "short", "long"}, drain(c), "re-ordered by the new policy")
+	require.Error(t, c.Reconfigure(flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 1}, {Priority: 1}}}))
+}
