@@ -19,6 +19,10 @@ const (
 	DefaultPollInterval = 5 * time.Millisecond
 	// DefaultMaxBands bounds the number of bands (one per priority seen).
 	DefaultMaxBands = 64
+	// HardMaxRequests bounds the queued requests when Config.MaxRequests
+	// is 0 (GIE's "no limit"): requests of size 0 are not held back by any
+	// byte limit, and every waiting request holds a client stream.
+	HardMaxRequests = 100_000
 	// regimeRecheck is how often a waiting item whose current budget is
 	// unbounded re-checks which budget applies.
 	regimeRecheck = time.Second
@@ -41,7 +45,8 @@ type BandConfig struct {
 
 // Config configures a Controller.
 type Config struct {
-	// MaxRequests and MaxBytes bound all queued items; 0 means no limit.
+	// MaxRequests and MaxBytes bound all queued items; 0 means no limit
+	// (for requests: HardMaxRequests).
 	MaxRequests uint64
 	MaxBytes    uint64
 	// DefaultRequestTTL bounds an item's wait while the pool has endpoints
@@ -102,11 +107,10 @@ type Controller struct {
 	cfg      Config
 	pool     Pool
 	clock    clock.WithTicker
-	limit    UsageLimitPolicy
 	maxBands int
 	poll     time.Duration
 	wake     chan struct{}
-	negative map[int]bool // configured negative priorities (immutable)
+	live     atomic.Pointer[live] // what Enqueue reads without the lock
 
 	queued   atomic.Int64 // items queued (read lock-free by Enqueue's fast path)
 	running  atomic.Bool
@@ -133,10 +137,8 @@ func New(cfg Config, pool Pool) (*Controller, error) {
 		return nil, err
 	}
 	c := &Controller{
-		cfg:        cfg,
 		pool:       pool,
 		clock:      cfg.Clock,
-		limit:      cfg.UsageLimit,
 		maxBands:   cfg.MaxBands,
 		poll:       cfg.PollInterval,
 		wake:       make(chan struct{}, 1),
@@ -145,28 +147,89 @@ func New(cfg Config, pool Pool) (*Controller, error) {
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
 	}
-	if c.limit == nil {
-		c.limit = StaticUsageLimit{Threshold: 1.0}
-	}
 	if c.maxBands == 0 {
 		c.maxBands = DefaultMaxBands
 	}
 	if c.poll == 0 {
 		c.poll = DefaultPollInterval
 	}
-	c.cfg.DefaultBand = withDefaults(cfg.DefaultBand)
+	c.mu.Lock()
+	c.applyLocked(cfg)
+	c.mu.Unlock()
+	return c, nil
+}
+
+// live is the part of the configuration Enqueue reads without the lock;
+// it is replaced whole by Reconfigure.
+type live struct {
+	limit        UsageLimitPolicy
+	negTemplate  bool
+	negative     map[int]bool // configured negative priorities
+	ttl, noEpTTL time.Duration
+}
+
+// applyLocked installs cfg (validated): limits, templates, policies, the
+// configured bands (existing bands take their new configuration, their
+// items re-ordered by it) and the lock-free part.
+func (c *Controller) applyLocked(cfg Config) {
+	if cfg.MaxRequests == 0 {
+		cfg.MaxRequests = HardMaxRequests
+	}
+	if cfg.UsageLimit == nil {
+		cfg.UsageLimit = StaticUsageLimit{Threshold: 1.0}
+	}
+	cfg.DefaultBand = withDefaults(cfg.DefaultBand)
 	if cfg.DefaultNegativeBand != nil {
 		nb := withDefaults(*cfg.DefaultNegativeBand)
-		c.cfg.DefaultNegativeBand = &nb
+		cfg.DefaultNegativeBand = &nb
 	}
-	c.negative = make(map[int]bool)
+	l := &live{limit: cfg.UsageLimit, negTemplate: cfg.DefaultNegativeBand != nil, negative: map[int]bool{},
+		ttl: cfg.DefaultRequestTTL, noEpTTL: cfg.NoEndpointRequestTTL}
+	c.cfg = cfg
+	explicit := map[int]BandConfig{}
 	for _, b := range cfg.Bands {
-		c.addBandLocked(withDefaults(b))
+		explicit[b.Priority] = withDefaults(b)
 		if b.Priority < 0 {
-			c.negative[b.Priority] = true
+			l.negative[b.Priority] = true
 		}
 	}
-	return c, nil
+	for _, b := range c.bands {
+		bc, ok := explicit[b.cfg.Priority]
+		if !ok {
+			bc = c.templateLocked(b.cfg.Priority)
+		}
+		b.cfg = bc
+		for f := b.front; f != nil; f = f.next {
+			for _, it := range f.items {
+				it.key = bc.Ordering.OrderKey(it)
+			}
+			for i := len(f.items)/2 - 1; i >= 0; i-- {
+				f.down(i)
+			}
+		}
+	}
+	for p, bc := range explicit {
+		if _, ok := c.byPriority[p]; !ok {
+			c.addBandLocked(bc)
+		}
+	}
+	c.live.Store(l)
+}
+
+// Reconfigure applies a new configuration (a reload) without dropping
+// waiting items: limits, TTLs, templates and policies change for the items
+// that arrive next; waiting items keep their TTLs and stay even where they
+// exceed new limits, and are re-ordered by their band's new ordering
+// policy. Clock, PollInterval and MaxBands keep their first values.
+func (c *Controller) Reconfigure(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	c.applyLocked(cfg)
+	c.mu.Unlock()
+	c.Notify()
+	return nil
 }
 
 func withDefaults(b BandConfig) BandConfig {
@@ -193,8 +256,8 @@ func (c *Controller) addBandLocked(cfg BandConfig) *Band {
 // queues reports whether items of priority p wait (rather than being
 // refused while saturated): every priority >= 0, and negative ones with a
 // configured band or a negative-band template.
-func (c *Controller) queues(p int) bool {
-	return p >= 0 || c.cfg.DefaultNegativeBand != nil || c.negative[p]
+func (l *live) queues(p int) bool {
+	return p >= 0 || l.negTemplate || l.negative[p]
 }
 
 // bandLocked returns the band of priority p, creating it from its template;
@@ -206,12 +269,18 @@ func (c *Controller) bandLocked(p int) *Band {
 	if len(c.bands) >= c.maxBands {
 		return nil
 	}
+	return c.addBandLocked(c.templateLocked(p))
+}
+
+// templateLocked is the configuration of a band of priority p created from
+// a template.
+func (c *Controller) templateLocked(p int) BandConfig {
 	tmpl := c.cfg.DefaultBand
 	if p < 0 && c.cfg.DefaultNegativeBand != nil {
 		tmpl = *c.cfg.DefaultNegativeBand
 	}
 	tmpl.Priority = p
-	return c.addBandLocked(tmpl)
+	return tmpl
 }
 
 // Notify wakes the dispatcher: call it when the pool may have gained room
@@ -230,15 +299,16 @@ func (c *Controller) Notify() {
 // removes the item from its queue at once; ctx's deadline counts as its TTL.
 func (c *Controller) Enqueue(ctx context.Context, it *Item) Outcome {
 	it.enqueued, it.finished, it.index, it.flow = time.Time{}, time.Time{}, -1, nil
+	l := c.live.Load()
 	if c.queued.Load() == 0 && c.running.Load() {
 		sat, eps := c.pool.Saturation()
-		if eps > 0 && sat < c.limit.Ceiling(sat, it.Flow.Priority) {
+		if eps > 0 && sat < l.limit.Ceiling(sat, it.Flow.Priority) {
 			return c.count(Dispatched)
 		}
-		if it.Flow.Priority < 0 && sat >= 1.0 && !c.queues(it.Flow.Priority) {
+		if it.Flow.Priority < 0 && sat >= 1.0 && !l.queues(it.Flow.Priority) {
 			return c.count(RejectedSaturated)
 		}
-	} else if it.Flow.Priority < 0 && !c.queues(it.Flow.Priority) {
+	} else if it.Flow.Priority < 0 && !l.queues(it.Flow.Priority) {
 		if sat, _ := c.pool.Saturation(); sat >= 1.0 {
 			return c.count(RejectedSaturated)
 		}
@@ -250,9 +320,9 @@ func (c *Controller) Enqueue(ctx context.Context, it *Item) Outcome {
 	now := c.clock.Now()
 	ttl := it.TTL
 	if ttl <= 0 {
-		ttl = c.cfg.DefaultRequestTTL
+		ttl = l.ttl
 	}
-	noEpTTL := c.cfg.NoEndpointRequestTTL
+	noEpTTL := l.noEpTTL
 	if dl, ok := ctx.Deadline(); ok {
 		// The context's own deadline is enforced by ctx.Done; the TTL
 		// seen by ordering policies is the shorter of the two.
@@ -261,40 +331,9 @@ func (c *Controller) Enqueue(ctx context.Context, it *Item) Outcome {
 		}
 	}
 
-	c.mu.Lock()
-	if c.stopped || !c.running.Load() {
-		c.mu.Unlock()
-		return c.count(Stopped)
+	if o, queued := c.admit(it, now, ttl); !queued {
+		return c.count(o)
 	}
-	band := c.bandLocked(it.Flow.Priority)
-	if band == nil || !c.fitsLocked(band, it.Bytes) {
-		c.mu.Unlock()
-		return c.count(RejectedQueueFull)
-	}
-	c.seq++
-	it.seq = c.seq
-	it.enqueued = now
-	it.ttl = max(ttl, 0)
-	if it.Received.IsZero() {
-		it.Received = now
-	}
-	it.key = band.cfg.Ordering.OrderKey(it)
-	it.state = stateQueued
-	it.done = make(chan struct{})
-	f := band.flows[it.Flow.ID]
-	if f == nil {
-		f = &Flow{key: it.Flow, band: band}
-		band.flows[it.Flow.ID] = f
-		band.pushBack(f)
-	}
-	it.flow = f
-	f.push(it)
-	band.requests++
-	band.bytes += it.Bytes
-	c.requests++
-	c.bytes += it.Bytes
-	c.queued.Add(1)
-	c.mu.Unlock()
 	c.Notify()
 
 	var timer clock.Timer
@@ -337,6 +376,43 @@ func (c *Controller) Enqueue(ctx context.Context, it *Item) Outcome {
 			arm(next)
 		}
 	}
+}
+
+// admit queues it, or returns why not (queued false).
+func (c *Controller) admit(it *Item, now time.Time, ttl time.Duration) (Outcome, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped || !c.running.Load() {
+		return Stopped, false
+	}
+	band := c.bandLocked(it.Flow.Priority)
+	if band == nil || !c.fitsLocked(band, it.Bytes) {
+		return RejectedQueueFull, false
+	}
+	c.seq++
+	it.seq = c.seq
+	it.enqueued = now
+	it.ttl = max(ttl, 0)
+	if it.Received.IsZero() {
+		it.Received = now
+	}
+	it.key = band.cfg.Ordering.OrderKey(it)
+	it.state = stateQueued
+	it.done = make(chan struct{})
+	f := band.flows[it.Flow.ID]
+	if f == nil {
+		f = &Flow{key: it.Flow, band: band}
+		band.flows[it.Flow.ID] = f
+		band.pushBack(f)
+	}
+	it.flow = f
+	f.push(it)
+	band.requests++
+	band.bytes += it.Bytes
+	c.requests++
+	c.bytes += it.Bytes
+	c.queued.Add(1)
+	return Dispatched, true
 }
 
 func ctxOutcome(ctx context.Context) Outcome {
@@ -483,26 +559,33 @@ func (c *Controller) Run(ctx context.Context) {
 func (c *Controller) dispatch() {
 	for c.queued.Load() > 0 {
 		sat, eps := c.pool.Saturation()
-		c.mu.Lock()
-		c.saturation, c.endpoints, c.noEndpoints = sat, eps, eps == 0
-		if eps == 0 {
-			c.mu.Unlock()
+		if c.dispatchOne(sat, eps) == nil {
 			return
 		}
-		it := c.selectLocked(sat)
-		if it == nil {
-			c.mu.Unlock()
-			return
-		}
-		f := it.flow
-		b := f.band
-		c.removeLocked(it, Dispatched)
-		if len(f.items) > 0 { // served: to the back of the band's ring
-			b.unlink(f)
-			b.pushBack(f)
-		}
-		c.mu.Unlock()
 	}
+}
+
+// dispatchOne releases the next item at saturation sat with eps endpoints
+// and returns it, or nil if none may leave.
+func (c *Controller) dispatchOne(sat float64, eps int) *Item {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.saturation, c.endpoints, c.noEndpoints = sat, eps, eps == 0
+	if eps == 0 {
+		return nil
+	}
+	it := c.selectLocked(sat)
+	if it == nil {
+		return nil
+	}
+	f := it.flow
+	b := f.band
+	c.removeLocked(it, Dispatched)
+	if len(f.items) > 0 { // served: to the back of the band's ring
+		b.unlink(f)
+		b.pushBack(f)
+	}
+	return it
 }
 
 // selectLocked returns the next item to dispatch at saturation sat, or nil:
@@ -513,7 +596,7 @@ func (c *Controller) selectLocked(sat float64) *Item {
 		if b.requests == 0 {
 			continue
 		}
-		if sat >= c.limit.Ceiling(sat, b.cfg.Priority) {
+		if sat >= c.cfg.UsageLimit.Ceiling(sat, b.cfg.Priority) {
 			return nil
 		}
 		f := b.cfg.Fairness.Pick(b)

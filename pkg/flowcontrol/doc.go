@@ -62,8 +62,17 @@
 // mutex; enqueue and removal cost O(log n) in the flow's queue, a dispatch
 // costs O(bands) plus the fairness policy's pick (O(1) for round-robin,
 // O(active flows) for global-strict). Queued items are bounded by the
-// request and byte limits; flows exist only while they hold items, bands
-// are bounded by Config.MaxBands.
+// request and byte limits (HardMaxRequests when no request limit is
+// configured); flows exist only while they hold items; bands are bounded
+// by Config.MaxBands.
+//
+// # Reloads
+//
+// Controller.Reconfigure installs a reloaded configuration without dropping
+// waiting items: new limits, TTLs, templates and policies apply to the
+// items that arrive next; waiting items keep their TTLs, stay where they
+// exceed new limits, and are re-ordered by their band's new ordering
+// policy.
 //
 // # Goroutines
 //

@@ -177,7 +177,8 @@ type Stats struct {
 	// Requests and Bytes are the queued totals.
 	Requests uint64
 	Bytes    uint64
-	// MaxRequests and MaxBytes are the global limits (0: none).
+	// MaxRequests and MaxBytes are the global limits in force (MaxBytes 0:
+	// none; MaxRequests is HardMaxRequests when none is configured).
 	MaxRequests uint64
 	MaxBytes    uint64
 	// Bands are the bands that exist, highest priority first.
