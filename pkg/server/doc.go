@@ -25,16 +25,18 @@
 //
 // # Flow control
 //
-// A configuration with the flowControl feature gate gets its own
-// flowcontrol.Controller (flowcontrol.go), built when it loads and run by
-// Run; its Pool is the configuration's saturation detector over the
-// routable endpoints (the producers run first, on an empty request, so
-// concurrency-detector sees its in-flight view), and while a request the
-// dispatcher released has not been scheduled yet the pool counts as
-// saturated, so one free slot releases one request. When a reload serves,
-// the new controller takes new requests and the old one keeps dispatching
-// what it holds, then stops once empty (2 s grace). The controller's state
-// is exported at scrape time: inference_extension_flow_control_pool_saturation,
+// The first configuration with the flowControl feature gate creates the
+// server's flowcontrol.Controller (flowcontrol.go), which Run runs until
+// the server stops; a reload reconfigures it (Controller.Reconfigure), so
+// waiting requests stay, re-ordered by the new policies, and a reload that
+// turns the gate off lets them drain. Its Pool is the serving
+// configuration's saturation detector over the routable endpoints (the
+// producers run first, on an empty request, so concurrency-detector sees
+// its in-flight view), and while a request the dispatcher released has
+// not been scheduled yet the pool counts as saturated, so one free slot
+// releases one request (a pick not scheduled within a second stops
+// counting). The controller's state is exported at scrape time:
+// inference_extension_flow_control_pool_saturation,
 // switchyard_flow_control_queue_utilization{limit} and
 // switchyard_flow_control_outcomes_total{outcome}. The multi-site state is published the same way, for the
 // site stage of part 2: SiteSnapshot (the site store's snapshot) and

@@ -29,20 +29,19 @@ type flowGate struct {
 	// defaultRequestTTL) is set, so requests wait for endpoints to appear
 	// (llm-d's scale-from-zero); otherwise a pool without endpoints
 	// refuses at once (503 no_endpoints).
-	noEndpointWait bool
+	noEndpointWait atomic.Bool
 	pending        atomic.Int64
 	mu             sync.Mutex
 	picked         map[*flowcontrol.Item]time.Time // released, not yet Started: since when
 
-	cancel context.CancelFunc // stops Run; nil until started
-	done   chan struct{}      // closed when Run returned
+	started bool // Run started (flowRunner.mu)
 }
 
 var _ extproc.FlowController = (*flowGate)(nil)
 
 // Enqueue implements extproc.FlowController.
 func (g *flowGate) Enqueue(ctx context.Context, it *flowcontrol.Item) flowcontrol.Outcome {
-	if !g.noEndpointWait && len(g.pool.s.store.Snapshot().Routable()) == 0 {
+	if !g.noEndpointWait.Load() && len(g.pool.s.store.Snapshot().Routable()) == 0 {
 		return flowcontrol.NoEndpoint
 	}
 	return g.c.Enqueue(ctx, it)
@@ -107,15 +106,13 @@ func (p pickCounter) Pick(b *flowcontrol.Band) *flowcontrol.Flow {
 	return f
 }
 
-// flowPool is the dispatcher's view of the pool: the configuration's
-// saturation detector over the routable endpoints, read from the
-// published snapshot (no lock, no I/O). A configuration without a
-// detector is never saturated.
+// flowPool is the dispatcher's view of the pool: the serving
+// configuration's saturation detector over the routable endpoints, read
+// from the published snapshot and generation (no lock, no I/O). A
+// configuration without a detector is never saturated.
 type flowPool struct {
-	s     *Server
-	sched *scheduling.Scheduler
-	det   scheduling.SaturationDetector
-	gate  *flowGate
+	s    *Server
+	gate *flowGate
 }
 
 func (p *flowPool) Saturation() (float64, int) {
@@ -126,24 +123,26 @@ func (p *flowPool) Saturation() (float64, int) {
 	if p.gate.pending.Load() > 0 && p.gate.stillPending(time.Now()) {
 		return 1, len(cands)
 	}
-	if p.det == nil {
+	gen := p.s.gen.Load()
+	det := gen.loaded.SaturationDetector
+	if det == nil {
 		return 0, len(cands)
 	}
 	// Producers give detectors their per-request views (the in-flight
 	// load of concurrency-detector).
 	req := &scheduling.Request{}
 	ctx := context.Background()
-	p.sched.Prepare(ctx, req, cands)
-	return p.det.Saturation(ctx, req, cands), len(cands)
+	gen.loaded.Scheduler.Prepare(ctx, req, cands)
+	return det.Saturation(ctx, req, cands), len(cands)
 }
 
-// newFlowGate builds the flow controller of a configuration with the
-// flowControl gate on; nil when it is off.
-func (s *Server) newFlowGate(l *config.Loaded) (*flowGate, error) {
+// flowConfig returns a configuration's flow-control settings with every
+// band's fairness policy wrapped for g (pickCounter), or nil without the
+// flowControl gate.
+func flowConfig(l *config.Loaded, g *flowGate) (*flowcontrol.Config, error) {
 	if l.FlowControl == nil {
 		return nil, nil
 	}
-	g := &flowGate{picked: map[*flowcontrol.Item]time.Time{}}
 	cfg := *l.FlowControl
 	wrap := func(b flowcontrol.BandConfig) flowcontrol.BandConfig {
 		inner := b.Fairness
@@ -162,83 +161,83 @@ func (s *Server) newFlowGate(l *config.Loaded) (*flowGate, error) {
 		nb := wrap(*cfg.DefaultNegativeBand)
 		cfg.DefaultNegativeBand = &nb
 	}
-	g.pool = &flowPool{s: s, sched: l.Scheduler, det: l.SaturationDetector, gate: g}
-	g.noEndpointWait = cfg.NoEndpointRequestTTL > 0
-	c, err := flowcontrol.New(cfg, g.pool)
-	if err != nil {
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	g.c = c
-	return g, nil
+	return &cfg, nil
 }
 
-// flowRunner runs the flow controllers of the serving configuration and
-// of retired ones until they drained.
+// prepareFlow gives a loaded configuration with the flowControl gate the
+// server's flow controller: the existing one (Reconfigure runs when the
+// configuration serves, commitFlow), or a new one for the first such
+// configuration. The controller lives as long as the server, so a reload
+// keeps the requests waiting (re-ordered by the new policies), and one
+// that turns the gate off lets them drain.
+func (s *Server) prepareFlow(gen *generation) error {
+	g := s.flow.Load()
+	if g == nil {
+		g = &flowGate{picked: map[*flowcontrol.Item]time.Time{}}
+		g.pool = &flowPool{s: s, gate: g}
+	}
+	cfg, err := flowConfig(gen.loaded, g)
+	if err != nil || cfg == nil {
+		return err
+	}
+	if g.c == nil {
+		if g.c, err = flowcontrol.New(*cfg, g.pool); err != nil {
+			return err
+		}
+	}
+	gen.flow, gen.flowCfg = g, cfg
+	gen.runtime.Flow = g
+	return nil
+}
+
+// commitFlow applies the settings of the configuration that now serves:
+// the first flow controller starts (once Run runs), a later configuration
+// reconfigures it.
+func (s *Server) commitFlow(gen *generation) {
+	if gen.flow == nil {
+		return
+	}
+	if s.flow.CompareAndSwap(nil, gen.flow) {
+		gen.flow.noEndpointWait.Store(gen.flowCfg.NoEndpointRequestTTL > 0)
+		s.flows.start(gen.flow)
+		return
+	}
+	if err := gen.flow.c.Reconfigure(*gen.flowCfg); err != nil {
+		// Validated when loaded; not expected.
+		s.log.Error(err, "Flow control kept its previous settings")
+	}
+	gen.flow.noEndpointWait.Store(gen.flowCfg.NoEndpointRequestTTL > 0)
+}
+
+// flowRunner runs the server's flow controller.
 type flowRunner struct {
 	mu  sync.Mutex
 	ctx context.Context // Server.Run's; nil before Run
 	wg  sync.WaitGroup
 }
 
-// retireGrace is how long a retired configuration's controller keeps
-// running after its queue emptied: streams that read the old runtime just
-// before the reload may still enqueue.
-const retireGrace = 2 * time.Second
-
-// start runs g's dispatcher until stop or the server's end.
+// start runs g's dispatcher until the server's end (once).
 func (r *flowRunner) start(g *flowGate) {
 	if g == nil {
 		return
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if r.ctx == nil || g.cancel != nil {
+	if r.ctx == nil || g.started {
 		return
 	}
-	ctx, cancel := context.WithCancel(r.ctx)
-	g.cancel, g.done = cancel, make(chan struct{})
+	g.started = true
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
-		defer close(g.done)
-		g.c.Run(ctx)
+		g.c.Run(r.ctx)
 	}()
 }
 
-// retire stops g once its queue is empty (and retireGrace passed), so the
-// requests a reload finds waiting are dispatched, not refused.
-func (r *flowRunner) retire(g *flowGate) {
-	if g == nil || g.cancel == nil {
-		return
-	}
-	r.wg.Add(1)
-	go func() {
-		defer r.wg.Done()
-		t := time.NewTicker(50 * time.Millisecond)
-		defer t.Stop()
-		empty := time.Time{}
-		for {
-			select {
-			case <-g.done:
-				return
-			case now := <-t.C:
-				if g.c.Stats().Requests > 0 {
-					empty = time.Time{}
-					continue
-				}
-				if empty.IsZero() {
-					empty = now
-				}
-				if now.Sub(empty) >= retireGrace {
-					g.cancel()
-					return
-				}
-			}
-		}
-	}()
-}
-
-// run sets the server's context and starts the serving controller.
+// run sets the server's context and starts the flow controller, if any.
 func (r *flowRunner) run(ctx context.Context, g *flowGate) {
 	r.mu.Lock()
 	r.ctx = ctx

@@ -30,6 +30,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/datastore/endpointsfile"
 	"github.com/switchyard-ai/switchyard/pkg/datastore/scrape"
 	"github.com/switchyard-ai/switchyard/pkg/extproc"
+	"github.com/switchyard-ai/switchyard/pkg/flowcontrol"
 	"github.com/switchyard-ai/switchyard/pkg/internal/filewatch"
 	"github.com/switchyard-ai/switchyard/pkg/metrics"
 	"github.com/switchyard-ai/switchyard/pkg/objectives"
@@ -238,7 +239,8 @@ type generation struct {
 	loaded  *config.Loaded
 	runtime *extproc.Runtime
 	scrape  scrape.Config
-	flow    *flowGate // nil without the flowControl gate
+	flow    *flowGate // the server's flow controller; nil without the flowControl gate
+	flowCfg *flowcontrol.Config
 }
 
 // Server is a running endpoint picker.
@@ -269,6 +271,7 @@ type Server struct {
 	multisite                      *multisite               // nil when Config.Multisite is nil
 	objectives                     *objectiveSource
 	flows                          flowRunner
+	flow                           atomic.Pointer[flowGate] // created by the first configuration with flow control
 }
 
 // New loads the configuration and the endpoints and binds the listeners,
@@ -327,6 +330,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.gen.Store(gen)
+	s.commitFlow(gen)
 	built := false
 	defer func() {
 		if !built { // the configuration will never serve
@@ -337,7 +341,7 @@ func New(cfg Config) (*Server, error) {
 	s.store = datastore.New(datastore.Options{StalenessThreshold: cfg.MetricsStalenessThreshold, Logger: s.log.WithName("datastore")})
 	s.store.OnRemoved(s.forget)
 	s.runners = newRunners(storeEnv{s.store})
-	if err := s.reg.Register(newFlowCollector(cfg.PoolName, func() *flowGate { return s.gen.Load().flow })); err != nil {
+	if err := s.reg.Register(newFlowCollector(cfg.PoolName, s.flow.Load)); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
 	if err := s.reg.Register(newEligibilityCollector(s.store)); err != nil {
@@ -452,12 +456,9 @@ func (s *Server) load(prev *generation) (*generation, error) {
 	if loaded.Parser != nil {
 		gen.runtime.Format = loaded.Parser.Format()
 	}
-	if gen.flow, err = s.newFlowGate(loaded); err != nil {
+	if err := s.prepareFlow(gen); err != nil {
 		loaded.Release(opts.Previous)
 		return nil, fmt.Errorf("%s: flowControl: %w", what, err)
-	}
-	if gen.flow != nil {
-		gen.runtime.Flow = gen.flow
 	}
 	gen.scrape = scrapeConfig(loaded)
 	if s.cfg.MetricsSourceOverride != nil && gen.scrape.Extractor != nil {
@@ -530,11 +531,9 @@ func (s *Server) Reload() error {
 	}
 	// Plugins that judge the whole pool get it before the first request.
 	s.runners.prepare(gen.loaded)
+	// Flow control's new settings apply to the requests waiting too.
+	s.commitFlow(gen)
 	s.gen.Store(gen)
-	// Its flow controller takes new requests; the old one dispatches the
-	// requests it holds, then stops.
-	s.flows.start(gen.flow)
-	s.flows.retire(prev.flow)
 	// The new configuration serves: its new background plugins start,
 	// those of instances it dropped stop (Release then closes them).
 	s.runners.sync(gen.loaded)
@@ -645,7 +644,7 @@ func (s *Server) Run(ctx context.Context) error {
 	goLoop(s.endpointWarningsLoop)
 	s.reloadMu.Lock()
 	s.runners.start(ctx, s.gen.Load().loaded)
-	s.flows.run(ctx, s.gen.Load().flow)
+	s.flows.run(ctx, s.flow.Load())
 	s.reloadMu.Unlock()
 	if s.cfg.ConfigFile != "" {
 		goLoop(s.watchConfig)
