@@ -528,9 +528,14 @@ func (c *Controller) Run(ctx context.Context) {
 	c.stopped = false
 	c.mu.Unlock()
 	c.running.Store(true)
-	ticker := c.clock.NewTicker(c.poll)
+	// While items wait, the pool is re-read every poll interval (its
+	// saturation changes without telling us); while none wait, only
+	// Enqueue and Notify wake the dispatcher.
+	var timer clock.Timer
 	defer func() {
-		ticker.Stop()
+		if timer != nil {
+			timer.Stop()
+		}
 		c.running.Store(false)
 		c.mu.Lock()
 		c.stopped = true
@@ -546,11 +551,20 @@ func (c *Controller) Run(ctx context.Context) {
 	}()
 	for {
 		c.dispatch()
+		var tick <-chan time.Time
+		if c.queued.Load() > 0 {
+			if timer == nil {
+				timer = c.clock.NewTimer(c.poll)
+			} else {
+				timer.Reset(c.poll)
+			}
+			tick = timer.C()
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-c.wake:
-		case <-ticker.C():
+		case <-tick:
 		}
 	}
 }

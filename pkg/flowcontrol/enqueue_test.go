@@ -189,3 +189,22 @@ func TestOutcomeLabels(t *testing.T) {
 	}
 	require.Equal(t, []string{"dispatched", "queue_full", "saturated", "ttl_expired", "no_endpoints", "cancelled", "flow_control_stopped"}, names)
 }
+
+// TestReleasedByPolling: with nobody calling Notify, a waiting request
+// leaves within a few poll intervals of the pool gaining room.
+func TestReleasedByPolling(t *testing.T) {
+	pool := newSwitchPool(1.0)
+	c, err := flowcontrol.New(flowcontrol.Config{PollInterval: 2 * time.Millisecond}, pool)
+	require.NoError(t, err)
+	running(t, c)
+	res := enqueueAsync(c, context.Background(), item("poll", "f", 0))
+	waitQueued(t, c, 1)
+	time.Sleep(10 * time.Millisecond) // several polls while saturated
+	pool.sat.Store(0.0)
+	select {
+	case o := <-res:
+		require.Equal(t, flowcontrol.Dispatched, o)
+	case <-time.After(5 * time.Second):
+		t.Fatal("not released by polling")
+	}
+}
