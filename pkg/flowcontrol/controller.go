@@ -641,3 +641,24 @@ func (c *Controller) Stats() Stats {
 	}
 	return s
 }
+
+// FlowStats returns the active flows (those with waiting items), highest
+// band first and, inside a band, least recently served first: the
+// per-flow queue sizes behind llm-d's flow_control_queue_size (labels
+// fairness_id and priority). It copies one entry per active flow, at most
+// one per waiting item.
+func (c *Controller) FlowStats() []FlowStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, b := range c.bands {
+		n += len(b.flows)
+	}
+	out := make([]FlowStats, 0, n)
+	for _, b := range c.bands {
+		for f := b.front; f != nil; f = f.next {
+			out = append(out, FlowStats{Key: f.key, Requests: uint64(len(f.items)), Bytes: f.bytes})
+		}
+	}
+	return out
+}
