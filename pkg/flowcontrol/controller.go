@@ -75,6 +75,18 @@ type Config struct {
 	MaxBands int
 	// Clock is the controller's clock; nil means the real clock.
 	Clock clock.WithTicker
+	// Observer, when set, is told about every dispatch cycle (for the
+	// dispatch-cycle-time metric). It is fixed by New.
+	Observer Observer
+}
+
+// Observer watches the dispatcher. Its methods are called from the
+// dispatcher goroutine, without the controller's lock; they must be cheap
+// and must not call the controller.
+type Observer interface {
+	// DispatchCycle reports one cycle: its duration and how many items it
+	// released (a cycle runs while the pool has room and items wait).
+	DispatchCycle(d time.Duration, dispatched int)
 }
 
 // Validate reports the first problem of c.
@@ -110,6 +122,7 @@ type Controller struct {
 	maxBands int
 	poll     time.Duration
 	wake     chan struct{}
+	observer Observer
 	live     atomic.Pointer[live] // what Enqueue reads without the lock
 
 	queued   atomic.Int64 // items queued (read lock-free by Enqueue's fast path)
@@ -143,6 +156,7 @@ func New(cfg Config, pool Pool) (*Controller, error) {
 		poll:       cfg.PollInterval,
 		wake:       make(chan struct{}, 1),
 		byPriority: make(map[int]*Band, len(cfg.Bands)),
+		observer:   cfg.Observer,
 	}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
@@ -571,11 +585,20 @@ func (c *Controller) Run(ctx context.Context) {
 
 // dispatch releases items while the pool has room.
 func (c *Controller) dispatch() {
+	if c.queued.Load() == 0 {
+		return
+	}
+	start := c.clock.Now()
+	n := 0
 	for c.queued.Load() > 0 {
 		sat, eps := c.pool.Saturation()
 		if c.dispatchOne(sat, eps) == nil {
-			return
+			break
 		}
+		n++
+	}
+	if c.observer != nil {
+		c.observer.DispatchCycle(c.clock.Since(start), n)
 	}
 }
 

@@ -208,3 +208,27 @@ func TestReleasedByPolling(t *testing.T) {
 		t.Fatal("not released by polling")
 	}
 }
+
+type cycles struct{ n, dispatched atomic.Int64 }
+
+func (c *cycles) DispatchCycle(_ time.Duration, dispatched int) {
+	c.n.Add(1)
+	c.dispatched.Add(int64(dispatched))
+}
+
+func TestObserverSeesDispatchCycles(t *testing.T) {
+	pool := newSwitchPool(1.0)
+	obs := &cycles{}
+	c, err := flowcontrol.New(flowcontrol.Config{Observer: obs}, pool)
+	require.NoError(t, err)
+	running(t, c)
+	a := enqueueAsync(c, context.Background(), item("a", "f", 0))
+	b := enqueueAsync(c, context.Background(), item("b", "f", 0))
+	waitQueued(t, c, 2)
+	pool.sat.Store(0.0)
+	c.Notify()
+	require.Equal(t, flowcontrol.Dispatched, <-a)
+	require.Equal(t, flowcontrol.Dispatched, <-b)
+	require.Eventually(t, func() bool { return obs.dispatched.Load() == 2 }, 5*time.Second, time.Millisecond)
+	require.Positive(t, obs.n.Load())
+}
