@@ -75,6 +75,18 @@ type Config struct {
 	MaxBands int
 	// Clock is the controller's clock; nil means the real clock.
 	Clock clock.WithTicker
+	// Observer, when set, is told about every dispatch cycle (for the
+	// dispatch-cycle-time metric). It is fixed by New.
+	Observer Observer
+}
+
+// Observer watches the dispatcher. Its methods are called from the
+// dispatcher goroutine, without the controller's lock; they must be cheap
+// and must not call the controller.
+type Observer interface {
+	// DispatchCycle reports one cycle: its duration and how many items it
+	// released (a cycle runs while the pool has room and items wait).
+	DispatchCycle(d time.Duration, dispatched int)
 }
 
 // Validate reports the first problem of c.
@@ -110,6 +122,7 @@ type Controller struct {
 	maxBands int
 	poll     time.Duration
 	wake     chan struct{}
+	observer Observer
 	live     atomic.Pointer[live] // what Enqueue reads without the lock
 
 	queued   atomic.Int64 // items queued (read lock-free by Enqueue's fast path)
@@ -143,6 +156,7 @@ func New(cfg Config, pool Pool) (*Controller, error) {
 		poll:       cfg.PollInterval,
 		wake:       make(chan struct{}, 1),
 		byPriority: make(map[int]*Band, len(cfg.Bands)),
+		observer:   cfg.Observer,
 	}
 	if c.clock == nil {
 		c.clock = clock.RealClock{}
@@ -528,9 +542,14 @@ func (c *Controller) Run(ctx context.Context) {
 	c.stopped = false
 	c.mu.Unlock()
 	c.running.Store(true)
-	ticker := c.clock.NewTicker(c.poll)
+	// While items wait, the pool is re-read every poll interval (its
+	// saturation changes without telling us); while none wait, only
+	// Enqueue and Notify wake the dispatcher.
+	var timer clock.Timer
 	defer func() {
-		ticker.Stop()
+		if timer != nil {
+			timer.Stop()
+		}
 		c.running.Store(false)
 		c.mu.Lock()
 		c.stopped = true
@@ -546,22 +565,40 @@ func (c *Controller) Run(ctx context.Context) {
 	}()
 	for {
 		c.dispatch()
+		var tick <-chan time.Time
+		if c.queued.Load() > 0 {
+			if timer == nil {
+				timer = c.clock.NewTimer(c.poll)
+			} else {
+				timer.Reset(c.poll)
+			}
+			tick = timer.C()
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-c.wake:
-		case <-ticker.C():
+		case <-tick:
 		}
 	}
 }
 
 // dispatch releases items while the pool has room.
 func (c *Controller) dispatch() {
+	if c.queued.Load() == 0 {
+		return
+	}
+	start := c.clock.Now()
+	n := 0
 	for c.queued.Load() > 0 {
 		sat, eps := c.pool.Saturation()
 		if c.dispatchOne(sat, eps) == nil {
-			return
+			break
 		}
+		n++
+	}
+	if c.observer != nil {
+		c.observer.DispatchCycle(c.clock.Since(start), n)
 	}
 }
 
@@ -626,4 +663,25 @@ func (c *Controller) Stats() Stats {
 			MaxRequests: b.cfg.MaxRequests, MaxBytes: b.cfg.MaxBytes}
 	}
 	return s
+}
+
+// FlowStats returns the active flows (those with waiting items), highest
+// band first and, inside a band, least recently served first: the
+// per-flow queue sizes behind llm-d's flow_control_queue_size (labels
+// fairness_id and priority). It copies one entry per active flow, at most
+// one per waiting item.
+func (c *Controller) FlowStats() []FlowStats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	n := 0
+	for _, b := range c.bands {
+		n += len(b.flows)
+	}
+	out := make([]FlowStats, 0, n)
+	for _, b := range c.bands {
+		for f := b.front; f != nil; f = f.next {
+			out = append(out, FlowStats{Key: f.key, Requests: uint64(len(f.items)), Bytes: f.bytes})
+		}
+	}
+	return out
 }

@@ -189,3 +189,46 @@ func TestOutcomeLabels(t *testing.T) {
 	}
 	require.Equal(t, []string{"dispatched", "queue_full", "saturated", "ttl_expired", "no_endpoints", "cancelled", "flow_control_stopped"}, names)
 }
+
+// TestReleasedByPolling: with nobody calling Notify, a waiting request
+// leaves within a few poll intervals of the pool gaining room.
+func TestReleasedByPolling(t *testing.T) {
+	pool := newSwitchPool(1.0)
+	c, err := flowcontrol.New(flowcontrol.Config{PollInterval: 2 * time.Millisecond}, pool)
+	require.NoError(t, err)
+	running(t, c)
+	res := enqueueAsync(c, context.Background(), item("poll", "f", 0))
+	waitQueued(t, c, 1)
+	time.Sleep(10 * time.Millisecond) // several polls while saturated
+	pool.sat.Store(0.0)
+	select {
+	case o := <-res:
+		require.Equal(t, flowcontrol.Dispatched, o)
+	case <-time.After(5 * time.Second):
+		t.Fatal("not released by polling")
+	}
+}
+
+type cycles struct{ n, dispatched atomic.Int64 }
+
+func (c *cycles) DispatchCycle(_ time.Duration, dispatched int) {
+	c.n.Add(1)
+	c.dispatched.Add(int64(dispatched))
+}
+
+func TestObserverSeesDispatchCycles(t *testing.T) {
+	pool := newSwitchPool(1.0)
+	obs := &cycles{}
+	c, err := flowcontrol.New(flowcontrol.Config{Observer: obs}, pool)
+	require.NoError(t, err)
+	running(t, c)
+	a := enqueueAsync(c, context.Background(), item("a", "f", 0))
+	b := enqueueAsync(c, context.Background(), item("b", "f", 0))
+	waitQueued(t, c, 2)
+	pool.sat.Store(0.0)
+	c.Notify()
+	require.Equal(t, flowcontrol.Dispatched, <-a)
+	require.Equal(t, flowcontrol.Dispatched, <-b)
+	require.Eventually(t, func() bool { return obs.dispatched.Load() == 2 }, 5*time.Second, time.Millisecond)
+	require.Positive(t, obs.n.Load())
+}

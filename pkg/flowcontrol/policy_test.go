@@ -226,3 +226,16 @@ func TestReconfigureKeepsWaitingItems(t *testing.T) {
 	require.Equal(t, []string{"p7", "short", "long"}, drain(c), "re-ordered by the new policy")
 	require.Error(t, c.Reconfigure(flowcontrol.Config{Bands: []flowcontrol.BandConfig{{Priority: 1}, {Priority: 1}}}))
 }
+
+func TestFlowStats(t *testing.T) {
+	c := started(t, flowcontrol.Config{})
+	admit(t, c, item("a1", "a", 0), t0, 0)
+	admit(t, c, item("b1", "b", 2), t0, 0)
+	admit(t, c, item("a2", "a", 0), t0, 0)
+	require.Equal(t, []flowcontrol.FlowStats{
+		{Key: flowcontrol.FlowKey{ID: "b", Priority: 2}, Requests: 1, Bytes: 10},
+		{Key: flowcontrol.FlowKey{ID: "a", Priority: 0}, Requests: 2, Bytes: 20},
+	}, c.FlowStats())
+	drain(c)
+	require.Empty(t, c.FlowStats(), "empty flows are gone")
+}

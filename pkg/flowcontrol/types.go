@@ -202,3 +202,10 @@ type BandStats struct {
 	MaxRequests uint64 // 0: none
 	MaxBytes    uint64 // 0: none
 }
+
+// FlowStats describes one active flow.
+type FlowStats struct {
+	Key      FlowKey
+	Requests uint64
+	Bytes    uint64
+}
