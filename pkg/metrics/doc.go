@@ -106,7 +106,8 @@
 //     EvictedContextCancelled, EvictedOther; GIE's dashboard selects
 //     outcome="Dispatched"). fairness_id is capped at
 //     MaxFairnessLabelValues, priority at MaxPriorityLabelValues.
-//     ..._dispatch_cycle_duration_seconds is observed by FlowDispatchCycle.
+//     ..._dispatch_cycle_duration_seconds is observed by FlowDispatchCycle
+//     (pkg/server calls it from the controller's dispatch-cycle Observer).
 //     The series llm_d_epp_flow_control_queue_size{inference_pool="<pool>"}
 //     with empty flow labels stays 0; it exists so that llm-d dashboards
 //     show 0 rather than "no data" before any request was queued. The pool

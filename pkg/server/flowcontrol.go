@@ -183,6 +183,7 @@ func (s *Server) prepareFlow(gen *generation) error {
 	if err != nil || cfg == nil {
 		return err
 	}
+	cfg.Observer = cycleObserver{s.metrics}
 	if g.c == nil {
 		if g.c, err = flowcontrol.New(*cfg, g.pool); err != nil {
 			return err
@@ -211,6 +212,12 @@ func (s *Server) commitFlow(gen *generation) {
 	}
 	gen.flow.noEndpointWait.Store(gen.flowCfg.NoEndpointRequestTTL > 0)
 }
+
+// cycleObserver feeds
+// inference_extension_flow_control_dispatch_cycle_duration_seconds.
+type cycleObserver struct{ m interface{ FlowDispatchCycle(time.Duration) } }
+
+func (o cycleObserver) DispatchCycle(d time.Duration, _ int) { o.m.FlowDispatchCycle(d) }
 
 // flowRunner runs the server's flow controller.
 type flowRunner struct {

@@ -148,6 +148,9 @@ func TestFlowControlHoldsUntilRoom(t *testing.T) {
 	}
 	assert.ElementsMatch(t, []string{"outcome=dispatched", "outcome=queue_full", "outcome=saturated", "outcome=ttl_expired",
 		"outcome=no_endpoints", "outcome=cancelled", "outcome=flow_control_stopped"}, names)
+	cycles := family(t, s, "inference_extension_flow_control_dispatch_cycle_duration_seconds")
+	require.NotNil(t, cycles)
+	assert.Positive(t, cycles.GetMetric()[0].GetHistogram().GetSampleCount(), "dispatch cycles observed")
 	for _, m := range family(t, s, NameFlowPoolSaturation).GetMetric() {
 		require.Len(t, m.GetLabel(), 1)
 		assert.Equal(t, "inference_pool", m.GetLabel()[0].GetName())
