@@ -215,7 +215,9 @@ func (s *Server) commitFlow(gen *generation) {
 
 // cycleObserver feeds
 // inference_extension_flow_control_dispatch_cycle_duration_seconds.
-type cycleObserver struct{ m interface{ FlowDispatchCycle(time.Duration) } }
+type cycleObserver struct {
+	m interface{ FlowDispatchCycle(time.Duration) }
+}
 
 func (o cycleObserver) DispatchCycle(d time.Duration, _ int) { o.m.FlowDispatchCycle(d) }
 
