@@ -3,7 +3,9 @@
 # outside its folder), which manifests' tests compare with their sources:
 #   manifests/base/crds/*.yaml          <- config/crd/bases/*.yaml of the
 #                                          sigs.k8s.io/gateway-api-inference-extension
-#                                          module at the version go.mod requires
+#                                          module at the version go.mod requires,
+#                                          and the InferenceObjective CRD of its
+#                                          v1.5.0 (the last version shipping it)
 #   manifests/base/config/default.yaml  <- config/default.yaml
 # The module comes from the Go module proxy (through the module cache); the
 # download runs in a temporary module, so go.mod and go.sum stay untouched.
@@ -33,6 +35,15 @@ for f in "$dir"/config/crd/bases/*.yaml; do
   install -m 0644 "$f" "$dst/$(basename "$f")"
   echo "$dst/$(basename "$f") <- $module@$version config/crd/bases/$(basename "$f")"
 done
+# The InferenceObjective CRD (inference.networking.x-k8s.io/v1alpha2) left
+# GIE's module after v1.5.0; the EPP still reads its objects.
+obj=inference.networking.x-k8s.io_inferenceobjectives.yaml
+if [[ ! -f "$dst/$obj" ]]; then
+  old=$(cd "$tmp" && GOWORK=off GOFLAGS=-mod=mod go mod download -json "$module@v1.5.0" |
+    sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')
+  install -m 0644 "$old/config/crd/bases/$obj" "$dst/$obj"
+  echo "$dst/$obj <- $module@v1.5.0 config/crd/bases/$obj"
+fi
 install -m 0644 config/default.yaml manifests/base/config/default.yaml
 echo "manifests/base/config/default.yaml <- config/default.yaml"
 echo "check that $dst/kustomization.yaml lists every CRD file, then: go test ./manifests/" >&2

@@ -29,25 +29,42 @@ const (
 	eppContainer = "epp"
 )
 
+// objectiveCRD is the InferenceObjective CRD, which GIE ships up to
+// v1.5.0 (v1.6 dropped the v1alpha2 API; the EPP still reads its users'
+// objectives), and objectiveCRDVersion the GIE version it is copied from.
+const (
+	objectiveCRD        = "inference.networking.x-k8s.io_inferenceobjectives.yaml"
+	objectiveCRDVersion = "v1.5.0"
+)
+
 // TestCRDCopiesMatchModule: the CRDs shipped in base/crds are exactly the
 // files of config/crd/bases of the GIE module at the version go.mod
-// requires, byte for byte, no more and no fewer (hack/sync-manifests.sh
-// refreshes them).
+// requires, plus the InferenceObjective CRD of GIE v1.5.0, byte for byte,
+// no more and no fewer (hack/sync-manifests.sh refreshes them).
 func TestCRDCopiesMatchModule(t *testing.T) {
 	version := goModVersion(t, gieModule)
 	src := filepath.Join(moduleDir(t, gieModule, version), "config", "crd", "bases")
 	want := yamlFiles(t, src)
-	got := yamlFiles(t, filepath.Join(baseDir, "crds"))
 	if len(want) == 0 {
 		t.Fatalf("no CRD files in %s", src)
 	}
+	origin := map[string]string{}
+	for name := range want {
+		origin[name] = version
+	}
+	if _, ok := want[objectiveCRD]; !ok {
+		old := filepath.Join(moduleDir(t, gieModule, objectiveCRDVersion), "config", "crd", "bases", objectiveCRD)
+		want[objectiveCRD] = readFile(t, old)
+		origin[objectiveCRD] = objectiveCRDVersion
+	}
+	got := yamlFiles(t, filepath.Join(baseDir, "crds"))
 	for name, data := range want {
 		have, ok := got[name]
 		switch {
 		case !ok:
 			t.Errorf("base/crds/%s is missing (run hack/sync-manifests.sh)", name)
 		case !bytes.Equal(have, data):
-			t.Errorf("base/crds/%s differs from %s@%s config/crd/bases/%s (run hack/sync-manifests.sh)", name, gieModule, version, name)
+			t.Errorf("base/crds/%s differs from %s@%s config/crd/bases/%s (run hack/sync-manifests.sh)", name, gieModule, origin[name], name)
 		}
 	}
 	for name := range got {
@@ -194,7 +211,7 @@ func checkNamespaces(t *testing.T, objs objects, want string) {
 		names[i] = u.GetName()
 	}
 	slices.Sort(names)
-	if want := []string{"inferencepoolimports.inference.networking.x-k8s.io", "inferencepools.inference.networking.k8s.io"}; !slices.Equal(names, want) {
+	if want := []string{"inferenceobjectives.inference.networking.x-k8s.io", "inferencepoolimports.inference.networking.x-k8s.io", "inferencepools.inference.networking.k8s.io"}; !slices.Equal(names, want) {
 		t.Errorf("CRDs %v, want %v", names, want)
 	}
 }
@@ -453,6 +470,7 @@ func mountedConfigMap(t *testing.T, objs objects, pod *corev1.PodSpec, c *corev1
 var wantRules = []string{
 	"/pods:get", "/pods:list", "/pods:watch",
 	"inference.networking.k8s.io/inferencepools:get", "inference.networking.k8s.io/inferencepools:list", "inference.networking.k8s.io/inferencepools:watch",
+	"inference.networking.x-k8s.io/inferenceobjectives:list", "inference.networking.x-k8s.io/inferenceobjectives:watch",
 	"coordination.k8s.io/leases:get", "coordination.k8s.io/leases:create", "coordination.k8s.io/leases:update",
 }
 

@@ -47,6 +47,7 @@ type serveFlags struct {
 	endpointTargetPorts               portList
 	kube                              kubeFlags
 	multisite                         multisiteFlags
+	objectives                        objectiveFlags
 	endpointsFile                     string
 	disableSubset                     bool
 	configFile, configText            string
@@ -94,6 +95,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.Var(&f.endpointTargetPorts, "endpoint-target-ports", "target ports for --endpoint-selector: comma-separated, or the flag repeated")
 	f.kube.register(fs)
 	f.multisite.register(fs)
+	f.objectives.register(fs)
 	fs.StringVar(&f.endpointsFile, "endpoints-file", "", "standalone mode: YAML file listing the endpoints (watched for changes)")
 	fs.BoolVar(&f.disableSubset, "disable-endpoint-subset-filter", false, "ignore the gateway's subset hint (envoy.lb.subset_hint)")
 	fs.StringVar(&f.configFile, "config-file", "", "EndpointPickerConfig file (watched and hot-reloaded)")
@@ -228,6 +230,7 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 	}
 	ms, msErrs := f.multisite.config(set, kubeMode && f.poolName != "")
 	errs = append(errs, msErrs...)
+	errs = append(errs, f.objectives.errors(set, kubeMode && f.poolName != "")...)
 	if len(errs) > 0 {
 		return server.Config{}, errors.New(strings.Join(errs, "\n"))
 	}
@@ -315,6 +318,7 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 		SelectionStrategy:                strategy,
 		Multisite:                        ms,
 	}
+	f.objectives.apply(&cfg, imports, f.poolGrp, logger)
 	if f.metricsPort > 0 {
 		cfg.MetricsAddr = net.JoinHostPort(strings.Trim(f.metricsBind, "[]"), strconv.Itoa(f.metricsPort))
 	}

@@ -47,6 +47,8 @@ func TestServeFlagErrors(t *testing.T) {
 		{"zero body timeout", []string{"--endpoints-file", "e.yaml", "--request-body-timeout", "0s"}, "--request-body-timeout: must be positive, got 0s"},
 		{"zero total streams", []string{"--endpoints-file", "e.yaml", "--grpc-max-streams", "0"}, "--grpc-max-streams: must be positive, got 0"},
 		{"grace without age", []string{"--endpoints-file", "e.yaml", "--grpc-max-connection-age-grace", "5s"}, "--grpc-max-connection-age-grace needs --grpc-max-connection-age"},
+		{"objective watch without pool", []string{"--endpoints-file", "e.yaml", "--watch-inference-objectives"}, "--watch-inference-objectives needs Kubernetes mode with --pool-name"},
+		{"objective watch and file", []string{"--pool-name", "p", "--kubeconfig", "testdata/kubeconfig.yaml", "--watch-inference-objectives", "--objectives-file", "o.yaml"}, "--objectives-file and --watch-inference-objectives are mutually exclusive"},
 	}
 	// No ambient cluster configuration may leak into the cases.
 	t.Setenv("KUBECONFIG", "")
@@ -77,6 +79,11 @@ func TestServeStartupErrors(t *testing.T) {
 	code = run([]string{"--endpoints-file", "testdata/no-such-file.yaml", "--config-file", "testdata/broken.yaml", "--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0"}, &out, &errOut)
 	require.Equal(t, 1, code)
 	require.Contains(t, errOut.String(), "unknown plugin type")
+
+	errOut.Reset()
+	code = run([]string{"--endpoints-file", "testdata/endpoints.yaml", "--objectives-file", "testdata/no-such-objectives.yaml", "--grpc-port", "0", "--grpc-health-port", "0", "--metrics-port", "0"}, &out, &errOut)
+	require.Equal(t, 1, code)
+	require.Contains(t, errOut.String(), "--objectives-file")
 }
 
 // The safe defaults: pprof off, no token (so no debug endpoints), every

@@ -311,16 +311,21 @@ func (d decoder) flowControl(path string, v any) *FlowControlConfig {
 	if !ok {
 		return nil
 	}
-	d.keys(path, o, "maxBytes", "maxRequests", "defaultRequestTTL", "defaultPriorityBand", "priorityBands", "usageLimitPolicyPluginRef")
+	d.keys(path, o, "maxBytes", "maxRequests", "defaultRequestTTL", "noEndpointRequestTTL", "defaultPriorityBand", "defaultNegativePriorityBand", "priorityBands", "usageLimitPolicyPluginRef")
 	fc := &FlowControlConfig{
 		MaxBytes:                  d.quantity(field(path, "maxBytes"), o["maxBytes"]),
 		MaxRequests:               d.quantity(field(path, "maxRequests"), o["maxRequests"]),
 		DefaultRequestTTL:         d.str(field(path, "defaultRequestTTL"), o["defaultRequestTTL"]),
+		NoEndpointRequestTTL:      d.str(field(path, "noEndpointRequestTTL"), o["noEndpointRequestTTL"]),
 		UsageLimitPolicyPluginRef: d.str(field(path, "usageLimitPolicyPluginRef"), o["usageLimitPolicyPluginRef"]),
 	}
 	if b, ok := o["defaultPriorityBand"]; ok && b != nil {
 		band := d.band(field(path, "defaultPriorityBand"), b)
 		fc.DefaultPriorityBand = &band
+	}
+	if b, ok := o["defaultNegativePriorityBand"]; ok && b != nil {
+		band := d.band(field(path, "defaultNegativePriorityBand"), b)
+		fc.DefaultNegativePriorityBand = &band
 	}
 	for i, b := range d.list(field(path, "priorityBands"), o["priorityBands"]) {
 		fc.PriorityBands = append(fc.PriorityBands, d.band(index(field(path, "priorityBands"), i), b))

@@ -93,8 +93,26 @@
 // the rest (fallback.go), render in the effective configuration, and are
 // read by the server, not by plugins.
 //
+// # Flow control
+//
+// With the flowControl feature gate, the flowControl section (GIE v1.5's
+// maxBytes, maxRequests, defaultRequestTTL, defaultPriorityBand,
+// priorityBands and usageLimitPolicyPluginRef, and llm-d's
+// noEndpointRequestTTL and defaultNegativePriorityBand) becomes
+// Loaded.FlowControl, a pkg/flowcontrol Config whose policies are plugin
+// instances: each fairnessPolicyRef, orderingPolicyRef and
+// usageLimitPolicyPluginRef names a plugin of that kind, and the defaults
+// (global-strict-fairness-policy, fcfs-ordering-policy,
+// static-usage-limit-policy) are added under their type names when the
+// configuration does not declare them, as GIE does. GIE's defaults apply:
+// no global limit, a band byte limit of 1G (also for 0), no request limit,
+// no TTL but the client's; noEndpointRequestTTL follows defaultRequestTTL.
+// The effective configuration shows them all. Without the gate the section
+// is ignored with a warning, as in GIE, after its values are checked.
+//
 // # Who imports it
 //
-// cmd/epp and the server. It imports pkg/scheduling and takes the plugin
-// registry as an argument, so it never imports a plugin.
+// cmd/epp and the server. It imports pkg/scheduling and pkg/flowcontrol
+// and takes the plugin registry as an argument, so it never imports a
+// plugin.
 package config

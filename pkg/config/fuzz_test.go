@@ -26,6 +26,9 @@ func FuzzLoad(f *testing.F) {
 	f.Add([]byte(header + "plugins:\n- type: prefix-cache-scorer\n  parameters: {blockSizeTokens: -1, lruCapacityPerServer: 0}\n"))
 	f.Add([]byte(header + "plugins:\n- name: p\n  type: strategy-picker\n  parameters: {strategy: consistent-hash, strategyParameters: {virtualNodes: 3}, maxNumOfEndpoints: 2}\n"))
 	f.Add([]byte(header + "plugins:\n- name: p\n  type: strategy-picker\n  parameters: {strategy: EngineLoad, strategyParameters: {baseStrategy: LeastBusy}}\n- name: p/strategy\n  type: random-picker\n"))
+	f.Add([]byte(header + "featureGates: [flowControl]\nplugins:\n- {name: rr, type: round-robin-fairness-policy}\n- {name: s, type: slo-deadline-ordering-policy}\n" +
+		"flowControl:\n  maxBytes: 1Gi\n  maxRequests: 1k\n  defaultRequestTTL: 30s\n  noEndpointRequestTTL: 5m\n  defaultNegativePriorityBand: {maxRequests: 5}\n" +
+		"  priorityBands:\n  - {priority: 10, maxBytes: 10Mi, fairnessPolicyRef: rr, orderingPolicyRef: s}\n  usageLimitPolicyPluginRef: static-usage-limit-policy\n"))
 	f.Add([]byte("{}"))
 	f.Add([]byte("- a\n- b\n"))
 	reg := plugins.InTree()

@@ -16,8 +16,8 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/api/resource"
 
+	"github.com/switchyard-ai/switchyard/pkg/flowcontrol"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
@@ -137,6 +137,10 @@ type Loaded struct {
 	DataSources []DataSourceBinding
 	// FeatureGates are the enabled gates.
 	FeatureGates map[string]bool
+	// FlowControl is the flow-control configuration, with its policy
+	// instances, when the flowControl gate is on; nil otherwise. Its Clock
+	// is unset: the host builds the controller with flowcontrol.New.
+	FlowControl *flowcontrol.Config
 	// Warnings are problems that do not stop the configuration from
 	// working, such as a deprecated plugin type.
 	Warnings []string
@@ -423,8 +427,6 @@ func (l *loader) header() {
 				msg = fmt.Sprintf("unknown feature gate %q (did you mean %q?)", g, s)
 			}
 			l.errs.Add(path, "%s", msg)
-		case g == GateFlowControl:
-			l.errs.Add(path, "the flowControl gate turns on flow control (queueing by priority and fairness), which this version of Switchyard does not implement yet; remove the gate: requests are then admitted as in GIE without flow control, sheddable ones (priority < 0) refused with 429 while the saturation detector reports saturation")
 		default:
 			l.out.FeatureGates[g] = true
 		}
@@ -881,59 +883,6 @@ func (l *loader) dataLayer() {
 		if binding.Source != nil {
 			l.out.DataSources = append(l.out.DataSources, binding)
 		}
-	}
-}
-
-func (l *loader) quantity(path, q string) {
-	if q == "" {
-		return
-	}
-	v, err := resource.ParseQuantity(q)
-	if err != nil {
-		l.errs.Add(path, "invalid quantity %q: use a Kubernetes quantity such as 10Gi or 5k", q)
-		return
-	}
-	if v.Sign() < 0 {
-		l.errs.Add(path, "must be >= 0, got %s", q)
-	}
-}
-
-func (l *loader) flowControl() {
-	fc := l.cfg.FlowControl
-	if fc == nil {
-		return
-	}
-	if !slices.Contains(l.cfg.FeatureGates, GateFlowControl) {
-		// As GIE: the section is ignored without its gate.
-		l.warn("flowControl: ignored because the %s feature gate is off (as in GIE)", GateFlowControl)
-	}
-	// Only the syntax is checked. Policy references (fcfs-ordering-policy
-	// and the other defaults GIE instantiates) name flow-control policies,
-	// which arrive with flow control itself; the gate is refused until then.
-	l.quantity("flowControl.maxBytes", fc.MaxBytes)
-	l.quantity("flowControl.maxRequests", fc.MaxRequests)
-	if fc.DefaultRequestTTL != "" {
-		if d, err := time.ParseDuration(fc.DefaultRequestTTL); err != nil {
-			l.errs.Add("flowControl.defaultRequestTTL", "invalid duration %q: use e.g. 60s", fc.DefaultRequestTTL)
-		} else if d < 0 {
-			l.errs.Add("flowControl.defaultRequestTTL", "must be >= 0, got %s", fc.DefaultRequestTTL)
-		}
-	}
-	band := func(path string, b PriorityBandConfig) {
-		l.quantity(field(path, "maxBytes"), b.MaxBytes)
-		l.quantity(field(path, "maxRequests"), b.MaxRequests)
-	}
-	if fc.DefaultPriorityBand != nil {
-		band("flowControl.defaultPriorityBand", *fc.DefaultPriorityBand)
-	}
-	seen := map[int]int{}
-	for i, b := range fc.PriorityBands {
-		path := index("flowControl.priorityBands", i)
-		if prev, dup := seen[b.Priority]; dup {
-			l.errs.Add(field(path, "priority"), "duplicate priority %d (also priorityBands[%d])", b.Priority, prev)
-		}
-		seen[b.Priority] = i
-		band(path, b)
 	}
 }
 

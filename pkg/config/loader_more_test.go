@@ -165,7 +165,9 @@ flowControl:
   maxBytes: 1Gi
   maxRequests: 100
   defaultRequestTTL: 30s
+  noEndpointRequestTTL: 1m
   defaultPriorityBand: {priority: 0, maxBytes: 1Gi, maxRequests: 10, fairnessPolicyRef: "", orderingPolicyRef: ""}
+  defaultNegativePriorityBand: {priority: 0, maxBytes: 1Gi, maxRequests: 10, fairnessPolicyRef: "", orderingPolicyRef: ""}
   priorityBands: [{priority: 1, maxBytes: 1Gi, maxRequests: 10, fairnessPolicyRef: "", orderingPolicyRef: ""}]
   usageLimitPolicyPluginRef: ""
 fallbackChains: {a: [b]}

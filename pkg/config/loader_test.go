@@ -243,12 +243,11 @@ schedulingProfiles:
 			},
 		},
 		{
-			name: "single-profile-handler with two profiles; the flowControl gate",
+			name: "single-profile-handler with two profiles; bad flowControl values under the gate",
 			doc: header + "featureGates: [flowControl]\nplugins:\n- type: queue-scorer\n- type: single-profile-handler\n" +
 				"schedulingProfiles:\n- name: a\n  plugins: [{pluginRef: queue-scorer}]\n- name: b\n  plugins: [{pluginRef: queue-scorer}]\n" +
 				"flowControl:\n  maxBytes: 10Qi\n  defaultRequestTTL: soon\n  priorityBands:\n  - {priority: 1, orderingPolicyRef: fcfs-ordering-policy}\n  - {priority: 1}\n",
 			want: []string{
-				`featureGates[0]: the flowControl gate turns on flow control (queueing by priority and fairness), which this version of Switchyard does not implement yet; remove the gate: requests are then admitted as in GIE without flow control, sheddable ones (priority < 0) refused with 429 while the saturation detector reports saturation`,
 				`flowControl.maxBytes: invalid quantity "10Qi": use a Kubernetes quantity such as 10Gi or 5k`,
 				`flowControl.defaultRequestTTL: invalid duration "soon": use e.g. 60s`,
 				`flowControl.priorityBands[1].priority: duplicate priority 1 (also priorityBands[0])`,

@@ -102,18 +102,38 @@ type ParserConfig struct {
 	PluginRef string `json:"pluginRef"`
 }
 
-// FlowControlConfig is GIE's flow-control section. Quantities are
-// Kubernetes quantities ("10Gi", "5k"); durations are Go durations.
+// FlowControlConfig is GIE v1.5's flow-control section, with llm-d's
+// noEndpointRequestTTL and defaultNegativePriorityBand. Quantities are
+// Kubernetes quantities ("10Gi", "5k"); durations are Go durations. It is
+// read only with the flowControl feature gate (as in GIE); the effective
+// configuration then shows every default.
 type FlowControlConfig struct {
-	MaxBytes                  string               `json:"maxBytes,omitempty"`
-	MaxRequests               string               `json:"maxRequests,omitempty"`
-	DefaultRequestTTL         string               `json:"defaultRequestTTL,omitempty"`
-	DefaultPriorityBand       *PriorityBandConfig  `json:"defaultPriorityBand,omitempty"`
-	PriorityBands             []PriorityBandConfig `json:"priorityBands,omitempty"`
-	UsageLimitPolicyPluginRef string               `json:"usageLimitPolicyPluginRef,omitempty"`
+	// MaxBytes and MaxRequests bound all queued requests; empty or 0 means
+	// no limit.
+	MaxBytes    string `json:"maxBytes,omitempty"`
+	MaxRequests string `json:"maxRequests,omitempty"`
+	// DefaultRequestTTL bounds a request's wait while the pool has
+	// endpoints; 0 (the default) means only the client's deadline.
+	DefaultRequestTTL string `json:"defaultRequestTTL,omitempty"`
+	// NoEndpointRequestTTL bounds the wait while the pool has no endpoint
+	// (503 when spent); it defaults to DefaultRequestTTL (llm-d).
+	NoEndpointRequestTTL string `json:"noEndpointRequestTTL,omitempty"`
+	// DefaultPriorityBand is the template for priorities not listed.
+	DefaultPriorityBand *PriorityBandConfig `json:"defaultPriorityBand,omitempty"`
+	// DefaultNegativePriorityBand is the template for negative priorities
+	// not listed (llm-d); without it sheddable requests are refused while
+	// the pool is saturated, as in GIE.
+	DefaultNegativePriorityBand *PriorityBandConfig  `json:"defaultNegativePriorityBand,omitempty"`
+	PriorityBands               []PriorityBandConfig `json:"priorityBands,omitempty"`
+	// UsageLimitPolicyPluginRef names the usage-limit policy; it defaults
+	// to static-usage-limit-policy.
+	UsageLimitPolicyPluginRef string `json:"usageLimitPolicyPluginRef,omitempty"`
 }
 
-// PriorityBandConfig is one flow-control priority band.
+// PriorityBandConfig is one flow-control priority band (or a band
+// template, whose priority is ignored). MaxBytes defaults to 1G (GIE's
+// 1,000,000,000 bytes; 0 also means the default), MaxRequests to no limit,
+// the policies to global-strict-fairness-policy and fcfs-ordering-policy.
 type PriorityBandConfig struct {
 	Priority          int    `json:"priority"`
 	MaxBytes          string `json:"maxBytes,omitempty"`

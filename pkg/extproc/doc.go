@@ -25,6 +25,20 @@
 //     the conformance header test-epp-endpoint-selection, and runs the
 //     current configuration's Scheduler (producers, admission, profiles,
 //     PreRequest hooks);
+//   - with flow control (Runtime.Flow, the flowControl feature gate),
+//     holds the complete request before that, in queue.go: it waits in
+//     the FlowController in the band of its priority and its flow (the
+//     fairness id header, else its model), its stream held and nothing
+//     sent to the gateway, until the dispatcher releases it; 429
+//     queue_full when it does not fit, 429 ttl_expired after its TTL, 429
+//     saturated for a sheddable request, 503 no_endpoints, 503
+//     flow_control_stopped at shutdown. A client that disconnects while
+//     waiting (the stream's context ends) leaves the queue at once, is
+//     never scheduled and gets no answer. While it waits, its body counts
+//     against flow control's byte limits and no longer against the buffer
+//     budget below (which bounds bodies still arriving). Every request
+//     completion notifies the FlowController (room may have appeared);
+//     FlowRecorder receives the flow-control metrics;
 //   - answers with the request-headers response (x-gateway-destination-endpoint
 //     plus identical envoy.lb dynamic metadata, a comma-separated fallback
 //     list when the picker returns several endpoints, Content-Length of the
@@ -73,7 +87,8 @@
 // response body or trailers before the response headers), 408 when the
 // request does not arrive in time, 413 for a body above the limit, 429
 // when shed, 503 when nothing is routable or the buffer budget is used up,
-// 500 only for a bug. See errors.go for the closed set of reasons.
+// 500 only for a bug. See errors.go (and queue.go for flow control's) for
+// the closed set of reasons.
 //
 // # Bounds
 //
@@ -122,9 +137,10 @@
 //     unless every objective of the pool is one any client may choose (a
 //     client could otherwise raise its own priority).
 //   - x-gateway-inference-fairness-id: the flow-control tenant key
-//     (scheduling.Request.FairnessID, default default-flow). No in-tree
-//     plugin routes by it today; treat it as gateway only, since a tenant
-//     key chosen by the client defeats fairness once flow control uses it.
+//     (scheduling.Request.FairnessID, default default-flow; flow control's
+//     flow, default the request's model). Gateway only: a tenant key
+//     chosen by the client defeats fairness (a client could spread its
+//     requests over many flows, or join another tenant's).
 //   - x-request-id: the request's identity in logs and plugin hooks;
 //     generated (and set on the forwarded request) when absent. Fine from
 //     clients: it changes no routing.
@@ -194,8 +210,8 @@
 // through functions that load atomically published snapshots.
 //
 // Imported by cmd/epp and tests; it imports the framework
-// (pkg/scheduling), the request parser (pkg/requests), the site stage
-// (pkg/multisite/sitestage), the metrics
-// (pkg/metrics) and the error body encoder (pkg/internal/apierror), never a
-// plugin.
+// (pkg/scheduling), flow control's types (pkg/flowcontrol), the request
+// parser (pkg/requests), the site stage (pkg/multisite/sitestage), the
+// metrics (pkg/metrics) and the error body encoder
+// (pkg/internal/apierror), never a plugin.
 package extproc

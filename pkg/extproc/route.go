@@ -69,6 +69,11 @@ func (st *stream) route(end bodyEnd) ([]*extprocv3.ProcessingResponse, bool) {
 			return st.routeRemote(end)
 		}
 	}
+	// Flow control: wait here while the pool is saturated (queue.go).
+	if out, done := st.hold(); done {
+		return out, true
+	}
+	defer st.flowStarted()
 	cands, r := st.candidates()
 	if r != nil {
 		st.req = nil // never scheduled: no completion hooks

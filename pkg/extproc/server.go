@@ -69,6 +69,9 @@ type Runtime struct {
 	// prefixRouting.anthropicCacheControlInjection (C-18,
 	// cachecontrol.go).
 	AnthropicCacheControlInjection bool
+	// Flow, when set (the flowControl feature gate), holds each request
+	// while the pool is saturated, before it is scheduled (queue.go).
+	Flow FlowController
 }
 
 // EndpointView is a published, immutable view of the pool's endpoints
@@ -203,11 +206,12 @@ type Options struct {
 // stream has its own state.
 type Server struct {
 	extprocv3.UnimplementedExternalProcessorServer
-	opts   Options
-	m      Recorder
-	log    logr.Logger
-	now    func() time.Time
-	budget budget
+	opts    Options
+	m       Recorder
+	flowRec FlowRecorder // m, when it records flow-control metrics
+	log     logr.Logger
+	now     func() time.Time
+	budget  budget
 }
 
 // New returns a Server.
@@ -242,6 +246,7 @@ func New(opts Options) (*Server, error) {
 	if s.m == nil {
 		s.m = nopRecorder{}
 	}
+	s.flowRec, _ = s.m.(FlowRecorder)
 	s.m.BufferBudget(s.budget.limit, s.budget.inUse)
 	if s.log.GetSink() == nil {
 		s.log = logr.Discard()

@@ -16,6 +16,7 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/go-logr/logr"
 
+	"github.com/switchyard-ai/switchyard/pkg/flowcontrol"
 	"github.com/switchyard-ai/switchyard/pkg/requests"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
@@ -77,6 +78,10 @@ type stream struct {
 	rx receiver // receives for Process until the request is complete
 
 	site siteRoute // the site step's choice (site.go), with Options.Sites
+	// flowItem is the request's place in flow control (Runtime.Flow);
+	// flow is the controller until Started was called.
+	flowItem flowcontrol.Item
+	flow     FlowController
 }
 
 func newStream(s *Server, ctx context.Context) *stream {
@@ -512,6 +517,9 @@ func (st *stream) complete(disconnected bool) {
 		ctx = context.WithoutCancel(ctx)
 	}
 	st.rt.Scheduler.ResponseComplete(ctx, st.req, &st.resp, st.target)
+	if st.rt.Flow != nil {
+		st.rt.Flow.Notify() // its room is free
+	}
 	e2e := st.s.now().Sub(st.forwardedAt)
 	ok := !disconnected && st.resp.StatusCode >= 200 && st.resp.StatusCode < 300
 	if st.stats != nil {
@@ -544,6 +552,7 @@ func (st *stream) complete(disconnected bool) {
 
 // finish runs when the stream ends for any reason.
 func (st *stream) finish() {
+	st.flowStarted()
 	st.release()
 	if st.req != nil && !st.completed {
 		st.complete(true)

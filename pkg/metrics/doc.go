@@ -56,6 +56,11 @@
 //	llm_d_epp_ready_endpoints                                     gauge      name
 //	llm_d_epp_per_endpoint_queue_size                             gauge      name, model_server_endpoint
 //	llm_d_epp_flow_control_queue_size                             gauge      fairness_id, priority, inference_pool, model
+//	inference_extension_flow_control_queue_size                   gauge      fairness_id, priority, inference_pool, model
+//	inference_extension_flow_control_queue_bytes                  gauge      fairness_id, priority, inference_pool, model
+//	inference_extension_flow_control_request_queue_duration_seconds histogram fairness_id, priority, outcome, inference_pool, model
+//	inference_extension_flow_control_request_enqueue_duration_seconds histogram fairness_id, priority, outcome
+//	inference_extension_flow_control_dispatch_cycle_duration_seconds histogram -
 //	switchyard_request_refusals_total                             counter    reason
 //	switchyard_config_reloads_total                               counter    result
 //	switchyard_config_last_reload_success_timestamp_seconds       gauge      -
@@ -89,9 +94,25 @@
 //     every endpoint and drop endpoints that left. The name label is the
 //     pool name given to New (llm-d router labels its pool gauges the same
 //     way).
-//   - llm_d_epp_flow_control_queue_size is always 0: Switchyard has no
-//     flow-control layer. The series {inference_pool="<pool>"} exists so
-//     that llm-d dashboards show 0 rather than "no data".
+//   - flow control (the flowControl feature gate; extproc's hold step
+//     calls FlowWaiting and FlowDone): ..._queue_size and
+//     llm_d_epp_flow_control_queue_size count the requests inside flow
+//     control per flow (fairness_id, priority) and model, ..._queue_bytes
+//     their body bytes, as GIE counts them (from the enqueue call to its
+//     outcome). ..._request_queue_duration_seconds is each request's time
+//     there and ..._request_enqueue_duration_seconds the time its
+//     admission took, by outcome: GIE's names (FlowOutcomes: Dispatched,
+//     RejectedCapacity, RejectedOther, EvictedTTL,
+//     EvictedContextCancelled, EvictedOther; GIE's dashboard selects
+//     outcome="Dispatched"). fairness_id is capped at
+//     MaxFairnessLabelValues, priority at MaxPriorityLabelValues.
+//     ..._dispatch_cycle_duration_seconds is observed by FlowDispatchCycle
+//     (pkg/server calls it from the controller's dispatch-cycle Observer).
+//     The series llm_d_epp_flow_control_queue_size{inference_pool="<pool>"}
+//     with empty flow labels stays 0; it exists so that llm-d dashboards
+//     show 0 rather than "no data" before any request was queued. The pool
+//     saturation gauge, the queue's capacity in use and the outcome
+//     counters are read from the controller at scrape time by pkg/server.
 //   - switchyard_request_refusals_total: requests answered by the EPP
 //     itself (400, 408, 413, 429, 503), by machine-readable reason; among
 //     them buffer_budget_exhausted (the buffer budget below is used up) and
@@ -108,8 +129,8 @@
 //     Unix time of the last successful one.
 //
 // Not exported (GIE features Switchyard does not have): the latency
-// predictor histograms, SLO violation counters, prefix indexer metrics,
-// inference_extension_flow_control_* and model rewrite decisions. The
+// predictor histograms, SLO violation counters, prefix indexer metrics
+// and model rewrite decisions. The
 // plugin duration histogram lives in pkg/scheduling.
 //
 // # promlint

@@ -133,6 +133,7 @@ type Metrics struct {
 	reloadFailed   prometheus.Counter
 	lastReloadOK   prometheus.Gauge
 	flowQueue      prometheus.Gauge
+	fc             *flowMetrics
 	poolCollector  *poolCollector
 	buffer         *bufferCollector
 	infoMu         sync.Mutex
@@ -217,6 +218,7 @@ func New(reg prometheus.Registerer, poolName string) (*Metrics, error) {
 		Name: NameLLMDFlowControlQueue,
 		Help: "Requests held in the flow-control queue; always 0 because Switchyard has no flow-control layer.",
 	}, flowControlLabels))
+	m.fc = registerFlowControl(&r, flow)
 	m.poolCollector = registerVec(&r, "inference_pool_*", newPoolCollector())
 	m.buffer = registerVec(&r, NameExtprocBufferedBytes, &bufferCollector{})
 	if r.err != nil {
@@ -292,9 +294,10 @@ func (m *Metrics) ConfigReload(ok bool) {
 	m.lastReloadOK.Set(float64(m.now().UnixNano()) / 1e9)
 }
 
-// FlowControlQueueSize sets llm_d_epp_flow_control_queue_size. Switchyard
-// has no flow-control layer, so the series stays 0 (it is created by New);
-// the metric exists so that llm-d dashboards do not show "no data".
+// FlowControlQueueSize sets the series of llm_d_epp_flow_control_queue_size
+// with empty flow labels, which New creates at 0 so that llm-d dashboards
+// do not show "no data"; queued requests are counted per flow by
+// FlowWaiting.
 func (m *Metrics) FlowControlQueueSize(n int) {
 	if m == nil {
 		return

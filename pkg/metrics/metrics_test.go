@@ -48,6 +48,9 @@ func useAll(m *Metrics) {
 	m.SetInfo("abc123", "v0.1.0")
 	m.UpdatePool([]PoolSample{{Name: "pod-1", Ready: true, Queue: 1, Running: 2, KVUsage: 0.5}})
 	m.FlowControlQueueSize(0)
+	m.FlowWaiting("tenant-a", 1, "m", "t", 100, 1)
+	m.FlowDone("tenant-a", 1, "m", "t", "Dispatched", time.Microsecond, time.Millisecond)
+	m.FlowDispatchCycle(time.Microsecond)
 	m.BufferBudget(8<<20, func() int64 { return 4096 })
 }
 

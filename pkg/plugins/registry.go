@@ -10,6 +10,12 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/plugins/filter/labelselector"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/filter/prefixaffinity"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/filter/servedmodel"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/flowcontrol/edf"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/flowcontrol/fcfs"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/flowcontrol/globalstrict"
+	fcroundrobin "github.com/switchyard-ai/switchyard/pkg/plugins/flowcontrol/roundrobin"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/flowcontrol/slodeadline"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/flowcontrol/staticusagelimit"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/health/activehealthcheck"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/health/circuitbreaker"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/parser/openai"
@@ -103,5 +109,12 @@ func InTree() *scheduling.Registry {
 		kvsaturation.Registration,
 		// issue 12: usage weight and quota-aware observation
 		usageweight.Registration,
+		// issue 14: flow-control policies
+		fcfs.Registration,
+		edf.Registration,
+		slodeadline.Registration,
+		globalstrict.Registration,
+		fcroundrobin.Registration,
+		staticusagelimit.Registration,
 	)
 }

@@ -23,16 +23,37 @@
 // source has synced the pool, the source lets this replica serve (it
 // leads), and the server is not draining.
 // The request path reads two atomically published values: the endpoint
-// snapshot and the runtime (scheduler and parser format) of the current
-// configuration. The multi-site state is published the same way:
-// SiteStates (the control step's sitestate.Holder, the judged state of
-// every site; SiteHolder is the same holder), which the site stage
-// (pkg/multisite/sitestage, given to extproc as Options.Sites) reads per
-// request; SiteSnapshot (the site store's snapshot) and SiteTopology,
-// each one atomic load, for the learner; GatewayHealth, the prober.
-// Remote sites are never endpoints of the datastore (see pkg/multisite).
-// /debug/sites shows the rows and, under "learner", the judgement
-// (learner.Debug).
+// snapshot and the runtime (scheduler, parser format and flow controller)
+// of the current configuration, and the InferenceObjective priorities
+// (pkg/objectives, Config.ObjectivesFile or the Kubernetes watch
+// Config.Objectives, run as a loop of Run). The multi-site state is
+// published the same way: SiteStates (the control step's
+// sitestate.Holder, the judged state of every site; SiteHolder is the
+// same holder), which the site stage (pkg/multisite/sitestage, given to
+// extproc as Options.Sites) reads per request; SiteSnapshot (the site
+// store's snapshot) and SiteTopology, each one atomic load, for the
+// learner; GatewayHealth, the prober. Remote sites are never endpoints of
+// the datastore (see pkg/multisite). /debug/sites shows the rows and,
+// under "learner", the judgement (learner.Debug).
+//
+// # Flow control
+//
+// The first configuration with the flowControl feature gate creates the
+// server's flowcontrol.Controller (flowcontrol.go), which Run runs until
+// the server stops; a reload reconfigures it (Controller.Reconfigure), so
+// waiting requests stay, re-ordered by the new policies, and a reload that
+// turns the gate off lets them drain. Its Pool is the serving
+// configuration's saturation detector over the routable endpoints (the
+// producers run first, on an empty request, so concurrency-detector sees
+// its in-flight view), and while a request the dispatcher released has
+// not been scheduled yet the pool counts as saturated, so one free slot
+// releases one request (a pick not scheduled within a second stops
+// counting). The controller's state is exported at scrape time:
+// inference_extension_flow_control_pool_saturation,
+// switchyard_flow_control_queue_utilization{limit} and
+// switchyard_flow_control_outcomes_total{outcome}. A request the site
+// stage sends to another site is not held: flow control guards the local
+// pool.
 //
 // # Background plugins (Runners)
 //

@@ -30,8 +30,10 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/datastore/endpointsfile"
 	"github.com/switchyard-ai/switchyard/pkg/datastore/scrape"
 	"github.com/switchyard-ai/switchyard/pkg/extproc"
+	"github.com/switchyard-ai/switchyard/pkg/flowcontrol"
 	"github.com/switchyard-ai/switchyard/pkg/internal/filewatch"
 	"github.com/switchyard-ai/switchyard/pkg/metrics"
+	"github.com/switchyard-ai/switchyard/pkg/objectives"
 	"github.com/switchyard-ai/switchyard/pkg/plugins"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/datalayer/coremetrics"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/datalayer/metricssource"
@@ -167,6 +169,13 @@ type Config struct {
 	// site topology, the site store and the poller of the local
 	// site-relay); nil leaves it off.
 	Multisite *MultisiteConfig
+	// ObjectivesFile is the watched file of InferenceObjective priorities
+	// (--objectives-file, see pkg/objectives); Objectives, in Kubernetes
+	// mode, builds the InferenceObjective watch that fills set. At most
+	// one is set; with neither every request has priority 0. The watch's
+	// Run error stops the server, like the endpoint source's.
+	ObjectivesFile string
+	Objectives     func(set *objectives.Set) (Runner, error)
 }
 
 // Defaults of the ext_proc listener's bounds.
@@ -236,6 +245,8 @@ type generation struct {
 	loaded  *config.Loaded
 	runtime *extproc.Runtime
 	scrape  scrape.Config
+	flow    *flowGate // the server's flow controller; nil without the flowControl gate
+	flowCfg *flowcontrol.Config
 }
 
 // Server is a running endpoint picker.
@@ -265,6 +276,9 @@ type Server struct {
 	streamsRejected                prometheus.Counter
 	cfgRead                        atomic.Pointer[[32]byte] // filewatch.Sum of the configuration file last read; nil if it could not be read
 	multisite                      *multisite               // nil when Config.Multisite is nil
+	objectives                     *objectiveSource
+	flows                          flowRunner
+	flow                           atomic.Pointer[flowGate] // created by the first configuration with flow control
 }
 
 // New loads the configuration and the endpoints and binds the listeners,
@@ -323,6 +337,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.gen.Store(gen)
+	s.commitFlow(gen)
 	built := false
 	defer func() {
 		if !built { // the configuration will never serve
@@ -333,6 +348,9 @@ func New(cfg Config) (*Server, error) {
 	s.store = datastore.New(datastore.Options{StalenessThreshold: cfg.MetricsStalenessThreshold, Logger: s.log.WithName("datastore")})
 	s.store.OnRemoved(s.forget)
 	s.runners = newRunners(storeEnv{s.store})
+	if err := s.reg.Register(newFlowCollector(cfg.PoolName, s.flow.Load)); err != nil {
+		return nil, fmt.Errorf("metrics: %w", err)
+	}
 	if err := s.reg.Register(newEligibilityCollector(s.store)); err != nil {
 		return nil, fmt.Errorf("metrics: %w", err)
 	}
@@ -349,6 +367,9 @@ func New(cfg Config) (*Server, error) {
 		if s.multisite, err = s.newMultisite(*cfg.Multisite); err != nil {
 			return nil, fmt.Errorf("multi-site signals: %w", err)
 		}
+	}
+	if err := s.newObjectives(); err != nil {
+		return nil, err
 	}
 	s.scraper, err = scrape.NewScraper(s.store, gen.scrape, scrape.Options{
 		Interval:   cfg.RefreshMetricsInterval,
@@ -368,6 +389,7 @@ func New(cfg Config) (*Server, error) {
 		Runtime:                func() *extproc.Runtime { return s.gen.Load().runtime },
 		Endpoints:              func() extproc.EndpointView { return s.store.Snapshot() },
 		Stats:                  endpointStats,
+		Objective:              s.objectives.set.Lookup,
 		Metrics:                s.metrics,
 		Logger:                 s.log.WithName("extproc"),
 		MaxRequestBodyBytes:    cfg.MaxRequestBodyBytes,
@@ -449,6 +471,10 @@ func (s *Server) load(prev *generation) (*generation, error) {
 	if loaded.Parser != nil {
 		gen.runtime.Format = loaded.Parser.Format()
 	}
+	if err := s.prepareFlow(gen); err != nil {
+		loaded.Release(opts.Previous)
+		return nil, fmt.Errorf("%s: flowControl: %w", what, err)
+	}
 	gen.scrape = scrapeConfig(loaded)
 	if s.cfg.MetricsSourceOverride != nil && gen.scrape.Extractor != nil {
 		s.cfg.MetricsSourceOverride(&gen.scrape.Source)
@@ -520,6 +546,8 @@ func (s *Server) Reload() error {
 	}
 	// Plugins that judge the whole pool get it before the first request.
 	s.runners.prepare(gen.loaded)
+	// Flow control's new settings apply to the requests waiting too.
+	s.commitFlow(gen)
 	s.gen.Store(gen)
 	// The new configuration serves: its new background plugins start,
 	// those of instances it dropped stop (Release then closes them).
@@ -631,6 +659,7 @@ func (s *Server) Run(ctx context.Context) error {
 	goLoop(s.endpointWarningsLoop)
 	s.reloadMu.Lock()
 	s.runners.start(ctx, s.gen.Load().loaded)
+	s.flows.run(ctx, s.flow.Load())
 	s.reloadMu.Unlock()
 	if s.cfg.ConfigFile != "" {
 		goLoop(s.watchConfig)
@@ -646,6 +675,9 @@ func (s *Server) Run(ctx context.Context) error {
 	}
 	if s.multisite != nil {
 		s.multisite.start(goLoop, goErr)
+	}
+	if s.objectives.run != nil {
+		goErr("objectives", s.objectives.run)
 	}
 	serve := func(name string, f func() error) {
 		wg.Add(1)
@@ -678,6 +710,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.shutdown()
 	cancel()
 	wg.Wait()
+	s.flows.wait()
 	s.runners.wait()
 	s.closeConfig()
 	return runErr

@@ -1,0 +1,346 @@
+package extproc_test
+
+import (
+	"context"
+	"io"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	configfiles "github.com/switchyard-ai/switchyard/config"
+	"github.com/switchyard-ai/switchyard/pkg/extproc"
+	"github.com/switchyard-ai/switchyard/pkg/flowcontrol"
+	"github.com/switchyard-ai/switchyard/pkg/metrics"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+)
+
+// slotPool is a pool whose room the test hands out: Saturation reports
+// room while slots are left, and each report of room is one slot spent
+// (the dispatcher releases one request per report). endpoints 0 means no
+// endpoint at all.
+type slotPool struct {
+	mu        sync.Mutex
+	slots     int
+	endpoints int
+	open      bool // always room (no saturation)
+}
+
+func (p *slotPool) Saturation() (float64, int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.open {
+		return 0, p.endpoints
+	}
+	if p.slots > 0 {
+		p.slots--
+		return 0, p.endpoints
+	}
+	return 1, p.endpoints
+}
+
+func (p *slotPool) give(n int) { p.mu.Lock(); p.slots += n; p.mu.Unlock() }
+
+// gate is a FlowController over a real flowcontrol.Controller.
+type gate struct {
+	c       *flowcontrol.Controller
+	started atomic.Int64
+}
+
+func (g *gate) Enqueue(ctx context.Context, it *flowcontrol.Item) flowcontrol.Outcome {
+	return g.c.Enqueue(ctx, it)
+}
+func (g *gate) Started(*flowcontrol.Item) { g.started.Add(1) }
+func (g *gate) Notify()                   { g.c.Notify() }
+
+// flowHarness starts the server with flow control over pool.
+func flowHarness(t *testing.T, cfg flowcontrol.Config, pool *slotPool, objectives map[string]int) (*harness, *gate) {
+	t.Helper()
+	eps := []*scheduling.Endpoint{endpoint("a", "127.10.0.1", 8000, scheduling.Metrics{})}
+	c, err := flowcontrol.New(cfg, pool)
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	require.Eventually(t, func() bool { return c.Stats().Running }, 5*time.Second, time.Millisecond)
+	g := &gate{c: c}
+	h := start(t, queueConfig, eps, func(o *extproc.Options) {
+		o.Objective = func(name string) (int, bool) { p, ok := objectives[name]; return p, ok }
+	})
+	rt := *h.rt.Load()
+	rt.Flow = g
+	h.setRuntime(&rt)
+	return h, g
+}
+
+// openStream sends a complete request and returns the stream.
+func queuedStream(t *testing.T, h *harness, ctx context.Context, kv ...string) extprocv3.ExternalProcessor_ProcessClient {
+	t.Helper()
+	stream, err := h.client.Process(ctx)
+	require.NoError(t, err)
+	require.NoError(t, stream.Send(reqHeaders("/v1/completions", kv...)))
+	require.NoError(t, stream.Send(body(`{"model":"m","prompt":"hello"}`, true)))
+	return stream
+}
+
+// recvAsync receives the first response of a stream in the background.
+func recvAsync(stream extprocv3.ExternalProcessor_ProcessClient) <-chan *extprocv3.ProcessingResponse {
+	ch := make(chan *extprocv3.ProcessingResponse, 1)
+	go func() {
+		r, err := stream.Recv()
+		if err != nil {
+			close(ch)
+			return
+		}
+		ch <- r
+	}()
+	return ch
+}
+
+func queued(g *gate) uint64 { return g.c.Stats().Requests }
+
+// TestQueueHoldsWhileSaturated: a request that arrives while the pool is
+// saturated gets no answer (its stream is held) until the dispatcher
+// releases it; then it is routed as usual.
+func TestQueueHoldsWhileSaturated(t *testing.T) {
+	pool := &slotPool{endpoints: 1}
+	h, g := flowHarness(t, flowcontrol.Config{}, pool, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream := queuedStream(t, h, ctx)
+	got := recvAsync(stream)
+	require.Eventually(t, func() bool { return queued(g) == 1 }, 5*time.Second, time.Millisecond)
+	select {
+	case r := <-got:
+		t.Fatalf("answered while saturated: %v", r)
+	case <-time.After(100 * time.Millisecond):
+	}
+	pool.give(1)
+	g.Notify()
+	r := <-got
+	require.NotNil(t, r)
+	assert.Equal(t, "127.10.0.1:8000", string(r.GetRequestHeaders().GetResponse().GetHeaderMutation().GetSetHeaders()[0].GetHeader().GetRawValue()))
+	assert.Equal(t, int64(1), g.started.Load(), "Started once after scheduling")
+	require.NoError(t, stream.CloseSend())
+}
+
+// immediate returns the status and reason of an ImmediateResponse.
+func refusalOf(t *testing.T, r *extprocv3.ProcessingResponse) (int, string, string) {
+	t.Helper()
+	ir := r.GetImmediateResponse()
+	require.NotNil(t, ir, "want an immediate response, got %v", r)
+	reason, retry := "", ""
+	for _, hv := range ir.GetHeaders().GetSetHeaders() {
+		switch hv.GetHeader().GetKey() {
+		case extproc.ReasonHeader:
+			reason = string(hv.GetHeader().GetRawValue())
+		case "retry-after":
+			retry = string(hv.GetHeader().GetRawValue())
+		}
+	}
+	return int(ir.GetStatus().GetCode()), reason, retry
+}
+
+// TestQueueRefusals: TTL expiry and a full queue are 429 with their
+// reason and a Retry-After; a pool without endpoints is 503 no_endpoints.
+func TestQueueRefusals(t *testing.T) {
+	t.Run("ttl_expired", func(t *testing.T) {
+		h, g := flowHarness(t, flowcontrol.Config{DefaultRequestTTL: 50 * time.Millisecond}, &slotPool{endpoints: 1}, nil)
+		out := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(`{"model":"m","prompt":"hi"}`, true)}, 1)
+		require.Len(t, out, 1)
+		status, reason, retry := refusalOf(t, out[0])
+		assert.Equal(t, 429, status)
+		assert.Equal(t, extproc.ReasonTTLExpired, reason)
+		assert.Equal(t, "1", retry)
+		assert.Equal(t, int64(1), g.started.Load())
+	})
+	t.Run("queue_full", func(t *testing.T) {
+		h, g := flowHarness(t, flowcontrol.Config{MaxRequests: 1}, &slotPool{endpoints: 1}, nil)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		first := queuedStream(t, h, ctx)
+		require.Eventually(t, func() bool { return queued(g) == 1 }, 5*time.Second, time.Millisecond)
+		out := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(`{"model":"m","prompt":"hi"}`, true)}, 1)
+		status, reason, _ := refusalOf(t, out[0])
+		assert.Equal(t, 429, status)
+		assert.Equal(t, extproc.ReasonQueueFull, reason)
+		_ = first.CloseSend()
+	})
+	t.Run("no_endpoints", func(t *testing.T) {
+		h, _ := flowHarness(t, flowcontrol.Config{NoEndpointRequestTTL: 30 * time.Millisecond}, &slotPool{endpoints: 0}, nil)
+		out := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(`{"model":"m","prompt":"hi"}`, true)}, 1)
+		status, reason, _ := refusalOf(t, out[0])
+		assert.Equal(t, 503, status)
+		assert.Equal(t, extproc.ReasonNoEndpoints, reason)
+	})
+	t.Run("sheddable while saturated", func(t *testing.T) {
+		h, _ := flowHarness(t, flowcontrol.Config{}, &slotPool{endpoints: 1}, map[string]int{"batch": -1})
+		out := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions", "x-gateway-inference-objective", "batch"), body(`{"model":"m","prompt":"hi"}`, true)}, 1)
+		status, reason, _ := refusalOf(t, out[0])
+		assert.Equal(t, 429, status)
+		assert.Equal(t, extproc.ReasonShedSaturation, reason)
+	})
+}
+
+// TestQueueClientDisconnect: a client that goes away while queued leaves
+// the queue at once and is never dispatched: room that appears later
+// dispatches nothing, and no endpoint counts a request.
+func TestQueueClientDisconnect(t *testing.T) {
+	pool := &slotPool{endpoints: 1}
+	h, g := flowHarness(t, flowcontrol.Config{}, pool, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	stream := queuedStream(t, h, ctx)
+	require.Eventually(t, func() bool { return queued(g) == 1 }, 5*time.Second, time.Millisecond)
+	cancel()
+	require.Eventually(t, func() bool { return queued(g) == 0 }, 5*time.Second, time.Millisecond, "left the queue at once")
+	pool.give(5)
+	g.Notify()
+	time.Sleep(50 * time.Millisecond)
+	st := g.c.Stats()
+	assert.Equal(t, uint64(1), st.Outcomes[flowcontrol.Cancelled])
+	assert.Equal(t, uint64(0), st.Outcomes[flowcontrol.Dispatched])
+	reqs, _ := h.counters.totalInFlight()
+	assert.Zero(t, reqs)
+	assert.Zero(t, h.counters.get("127.10.0.1:8000").started.Load(), "never forwarded")
+	_, err := stream.Recv()
+	assert.Error(t, err)
+	assert.Eventually(t, func() bool { return g.started.Load() == 1 }, 5*time.Second, time.Millisecond)
+}
+
+// TestQueuePriorityOrder: requests of a higher priority (from their
+// InferenceObjective) are released before lower ones that waited longer;
+// within a priority, the fairness id (or the model) keys the flow.
+func TestQueuePriorityOrder(t *testing.T) {
+	pool := &slotPool{endpoints: 1}
+	h, g := flowHarness(t, flowcontrol.Config{}, pool, map[string]int{"critical": 10})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	low := queuedStream(t, h, ctx, "x-gateway-inference-fairness-id", "tenant-a")
+	lowGot := recvAsync(low)
+	require.Eventually(t, func() bool { return queued(g) == 1 }, 5*time.Second, time.Millisecond)
+	high := queuedStream(t, h, ctx, "x-gateway-inference-objective", "critical")
+	highGot := recvAsync(high)
+	require.Eventually(t, func() bool { return queued(g) == 2 }, 5*time.Second, time.Millisecond)
+	bands := g.c.Stats().Bands
+	require.Len(t, bands, 2)
+	assert.Equal(t, 10, bands[0].Priority)
+
+	pool.give(1)
+	g.Notify()
+	select {
+	case r := <-highGot:
+		require.NotNil(t, r.GetRequestHeaders(), "the high-priority request is routed first")
+	case <-lowGot:
+		t.Fatal("the low-priority request was released first")
+	case <-time.After(5 * time.Second):
+		t.Fatal("nothing released")
+	}
+	select {
+	case <-lowGot:
+		t.Fatal("one slot released two requests")
+	case <-time.After(50 * time.Millisecond):
+	}
+	pool.give(1)
+	g.Notify()
+	r := <-lowGot
+	require.NotNil(t, r.GetRequestHeaders())
+	_ = low.CloseSend()
+	_ = high.CloseSend()
+}
+
+// TestQueueReleasesBodyBudget: a queued request's body no longer counts
+// against the buffer budget of bodies still arriving (flow control's byte
+// limits bound it), so uploads keep being buffered while requests wait.
+func TestQueueReleasesBodyBudget(t *testing.T) {
+	pool := &slotPool{endpoints: 1}
+	eps := []*scheduling.Endpoint{endpoint("a", "127.10.0.1", 8000, scheduling.Metrics{})}
+	c, err := flowcontrol.New(flowcontrol.Config{}, pool)
+	require.NoError(t, err)
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(runCtx); close(done) }()
+	defer func() { stop(); <-done }()
+	require.Eventually(t, func() bool { return c.Stats().Running }, 5*time.Second, time.Millisecond)
+	g := &gate{c: c}
+	h := start(t, queueConfig, eps, func(o *extproc.Options) {
+		o.MaxRequestBodyBytes = 1 << 10
+		o.MaxBufferedBytes = 2 << 10
+	})
+	rt := *h.rt.Load()
+	rt.Flow = g
+	h.setRuntime(&rt)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	// Each body arrives in two chunks: the first is buffered (budget), the
+	// second completes it. Four held requests would need twice the budget.
+	var streams []extprocv3.ExternalProcessor_ProcessClient
+	for i := range 4 {
+		s, err := h.client.Process(ctx)
+		require.NoError(t, err)
+		require.NoError(t, s.Send(reqHeaders("/v1/completions")))
+		require.NoError(t, s.Send(body(`{"model":"m","prompt":"`+strings.Repeat("x", 700), false)))
+		require.NoError(t, s.Send(body(`"}`, true)))
+		streams = append(streams, s)
+		require.Eventually(t, func() bool { return queued(g) == uint64(i+1) }, 5*time.Second, time.Millisecond, "request %d queued, not refused", i)
+	}
+	assert.Equal(t, uint64(4*(len(`{"model":"m","prompt":"`)+700+2)), c.Stats().Bytes, "flow control counts the whole bodies")
+	for _, s := range streams {
+		_ = s.CloseSend()
+	}
+	cancel()
+	for _, s := range streams {
+		for {
+			if _, err := s.Recv(); err != nil {
+				assert.NotErrorIs(t, err, io.EOF)
+				break
+			}
+		}
+	}
+}
+
+// BenchmarkRequestPathFlowControl is BenchmarkRequestPath with flow
+// control on and the pool never saturated: the cost of the hold step on
+// its fast path (nothing queued, room), flow metrics included.
+func BenchmarkRequestPathFlowControl(b *testing.B) {
+	pool := &slotPool{endpoints: 100, open: true}
+	c, err := flowcontrol.New(flowcontrol.Config{}, pool)
+	if err != nil {
+		b.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(runCtx); close(done) }()
+	defer func() { stop(); <-done }()
+	for !c.Stats().Running {
+		time.Sleep(time.Millisecond)
+	}
+	g := &gate{c: c}
+	m, err := metrics.New(prometheus.NewRegistry(), "pool")
+	if err != nil {
+		b.Fatal(err)
+	}
+	h := start(b, string(configfiles.Default), benchPods(100), func(o *extproc.Options) { o.Metrics = m })
+	rt := *h.rt.Load()
+	rt.Flow = g
+	h.setRuntime(&rt)
+	msgs := make([][]*extprocv3.ProcessingRequest, 64)
+	for i := range msgs {
+		msgs[i] = benchMessages(i)
+	}
+	ctx := context.Background()
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		if err := oneRequest(ctx, h.client, msgs[i%len(msgs)]); err != nil {
+			b.Fatal(err)
+		}
+		i++
+	}
+}

@@ -1,0 +1,307 @@
+package server
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard-ai/switchyard/pkg/config"
+	"github.com/switchyard-ai/switchyard/pkg/extproc"
+	"github.com/switchyard-ai/switchyard/pkg/flowcontrol"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+)
+
+// flowGate is a configuration's flow controller as the request path sees
+// it (extproc.FlowController). It adds one rule to the controller's: while
+// a request the dispatcher released has not been scheduled yet, the pool
+// counts as saturated. A released request's load reaches the saturation
+// detector only once it is scheduled and forwarded (the in-flight count
+// starts then), so without the rule one free slot would release every
+// waiting request at once; with it, the dispatcher releases one request
+// per slot the detector reports, highest band first.
+type flowGate struct {
+	c    *flowcontrol.Controller
+	pool *flowPool
+	// noEndpointWait: flowControl.noEndpointRequestTTL (or
+	// defaultRequestTTL) is set, so requests wait for endpoints to appear
+	// (llm-d's scale-from-zero); otherwise a pool without endpoints
+	// refuses at once (503 no_endpoints).
+	noEndpointWait atomic.Bool
+	pending        atomic.Int64
+	mu             sync.Mutex
+	picked         map[*flowcontrol.Item]time.Time // released, not yet Started: since when
+
+	started bool // Run started (flowRunner.mu)
+}
+
+var _ extproc.FlowController = (*flowGate)(nil)
+
+// Enqueue implements extproc.FlowController.
+func (g *flowGate) Enqueue(ctx context.Context, it *flowcontrol.Item) flowcontrol.Outcome {
+	if !g.noEndpointWait.Load() && len(g.pool.s.store.Snapshot().Routable()) == 0 {
+		return flowcontrol.NoEndpoint
+	}
+	return g.c.Enqueue(ctx, it)
+}
+
+// Started implements extproc.FlowController.
+func (g *flowGate) Started(it *flowcontrol.Item) {
+	g.mu.Lock()
+	_, ok := g.picked[it]
+	delete(g.picked, it)
+	g.mu.Unlock()
+	if ok {
+		g.pending.Add(-1)
+		g.c.Notify()
+	}
+}
+
+// pickTimeout bounds how long a released request may keep the pool
+// "saturated" before it is scheduled: scheduling takes microseconds to
+// milliseconds, so a pick older than this was not a dispatch (or its
+// stream is stuck) and no longer holds the others back.
+const pickTimeout = time.Second
+
+// stillPending reports whether a released request is still waiting to be
+// scheduled, forgetting picks older than pickTimeout.
+func (g *flowGate) stillPending(now time.Time) bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	for it, at := range g.picked {
+		if now.Sub(at) >= pickTimeout {
+			delete(g.picked, it)
+			g.pending.Add(-1)
+		}
+	}
+	return len(g.picked) > 0
+}
+
+// Notify implements extproc.FlowController.
+func (g *flowGate) Notify() { g.c.Notify() }
+
+// pickCounter wraps a band's fairness policy: a flow it picks gives up its
+// head to the dispatcher (flowcontrol's selectLocked), which the gate
+// marks as released-not-started.
+type pickCounter struct {
+	inner flowcontrol.FairnessPolicy
+	g     *flowGate
+}
+
+func (p pickCounter) Pick(b *flowcontrol.Band) *flowcontrol.Flow {
+	f := p.inner.Pick(b)
+	if f == nil {
+		return nil
+	}
+	if h := f.Head(); h != nil {
+		p.g.mu.Lock()
+		if _, ok := p.g.picked[h]; !ok {
+			p.g.picked[h] = time.Now()
+			p.g.pending.Add(1)
+		}
+		p.g.mu.Unlock()
+	}
+	return f
+}
+
+// flowPool is the dispatcher's view of the pool: the serving
+// configuration's saturation detector over the routable endpoints, read
+// from the published snapshot and generation (no lock, no I/O). A
+// configuration without a detector is never saturated.
+type flowPool struct {
+	s    *Server
+	gate *flowGate
+}
+
+func (p *flowPool) Saturation() (float64, int) {
+	cands := p.s.store.Snapshot().Routable()
+	if len(cands) == 0 {
+		return 1, 0
+	}
+	if p.gate.pending.Load() > 0 && p.gate.stillPending(time.Now()) {
+		return 1, len(cands)
+	}
+	gen := p.s.gen.Load()
+	det := gen.loaded.SaturationDetector
+	if det == nil {
+		return 0, len(cands)
+	}
+	// Producers give detectors their per-request views (the in-flight
+	// load of concurrency-detector).
+	req := &scheduling.Request{}
+	ctx := context.Background()
+	gen.loaded.Scheduler.Prepare(ctx, req, cands)
+	return det.Saturation(ctx, req, cands), len(cands)
+}
+
+// flowConfig returns a configuration's flow-control settings with every
+// band's fairness policy wrapped for g (pickCounter), or nil without the
+// flowControl gate.
+func flowConfig(l *config.Loaded, g *flowGate) (*flowcontrol.Config, error) {
+	if l.FlowControl == nil {
+		return nil, nil
+	}
+	cfg := *l.FlowControl
+	wrap := func(b flowcontrol.BandConfig) flowcontrol.BandConfig {
+		inner := b.Fairness
+		if inner == nil {
+			inner = flowcontrol.GlobalStrict{}
+		}
+		b.Fairness = pickCounter{inner: inner, g: g}
+		return b
+	}
+	cfg.Bands = make([]flowcontrol.BandConfig, len(l.FlowControl.Bands))
+	for i, b := range l.FlowControl.Bands {
+		cfg.Bands[i] = wrap(b)
+	}
+	cfg.DefaultBand = wrap(cfg.DefaultBand)
+	if cfg.DefaultNegativeBand != nil {
+		nb := wrap(*cfg.DefaultNegativeBand)
+		cfg.DefaultNegativeBand = &nb
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &cfg, nil
+}
+
+// prepareFlow gives a loaded configuration with the flowControl gate the
+// server's flow controller: the existing one (Reconfigure runs when the
+// configuration serves, commitFlow), or a new one for the first such
+// configuration. The controller lives as long as the server, so a reload
+// keeps the requests waiting (re-ordered by the new policies), and one
+// that turns the gate off lets them drain.
+func (s *Server) prepareFlow(gen *generation) error {
+	g := s.flow.Load()
+	if g == nil {
+		g = &flowGate{picked: map[*flowcontrol.Item]time.Time{}}
+		g.pool = &flowPool{s: s, gate: g}
+	}
+	cfg, err := flowConfig(gen.loaded, g)
+	if err != nil || cfg == nil {
+		return err
+	}
+	cfg.Observer = cycleObserver{s.metrics}
+	if g.c == nil {
+		if g.c, err = flowcontrol.New(*cfg, g.pool); err != nil {
+			return err
+		}
+	}
+	gen.flow, gen.flowCfg = g, cfg
+	gen.runtime.Flow = g
+	return nil
+}
+
+// commitFlow applies the settings of the configuration that now serves:
+// the first flow controller starts (once Run runs), a later configuration
+// reconfigures it.
+func (s *Server) commitFlow(gen *generation) {
+	if gen.flow == nil {
+		return
+	}
+	if s.flow.CompareAndSwap(nil, gen.flow) {
+		gen.flow.noEndpointWait.Store(gen.flowCfg.NoEndpointRequestTTL > 0)
+		s.flows.start(gen.flow)
+		return
+	}
+	if err := gen.flow.c.Reconfigure(*gen.flowCfg); err != nil {
+		// Validated when loaded; not expected.
+		s.log.Error(err, "Flow control kept its previous settings")
+	}
+	gen.flow.noEndpointWait.Store(gen.flowCfg.NoEndpointRequestTTL > 0)
+}
+
+// cycleObserver feeds
+// inference_extension_flow_control_dispatch_cycle_duration_seconds.
+type cycleObserver struct {
+	m interface{ FlowDispatchCycle(time.Duration) }
+}
+
+func (o cycleObserver) DispatchCycle(d time.Duration, _ int) { o.m.FlowDispatchCycle(d) }
+
+// flowRunner runs the server's flow controller.
+type flowRunner struct {
+	mu  sync.Mutex
+	ctx context.Context // Server.Run's; nil before Run
+	wg  sync.WaitGroup
+}
+
+// start runs g's dispatcher until the server's end (once).
+func (r *flowRunner) start(g *flowGate) {
+	if g == nil {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ctx == nil || g.started {
+		return
+	}
+	g.started = true
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		g.c.Run(r.ctx)
+	}()
+}
+
+// run sets the server's context and starts the flow controller, if any.
+func (r *flowRunner) run(ctx context.Context, g *flowGate) {
+	r.mu.Lock()
+	r.ctx = ctx
+	r.mu.Unlock()
+	r.start(g)
+}
+
+func (r *flowRunner) wait() { r.wg.Wait() }
+
+// flowCollector exports the serving controller's state at scrape time:
+// inference_extension_flow_control_pool_saturation{inference_pool} (GIE),
+// switchyard_flow_control_queue_utilization{limit} (queued over the global
+// request and byte limits: the queue's capacity in use) and
+// switchyard_flow_control_outcomes_total{outcome} (every enqueue by
+// outcome: dispatched and the refusal reasons).
+type flowCollector struct {
+	pool string
+	gate func() *flowGate
+	sat  *prometheus.Desc
+	util *prometheus.Desc
+	outc *prometheus.Desc
+}
+
+// Flow-control metric names exported by the server.
+const (
+	NameFlowPoolSaturation   = "inference_extension_flow_control_pool_saturation"
+	NameFlowQueueUtilization = "switchyard_flow_control_queue_utilization"
+	NameFlowOutcomes         = "switchyard_flow_control_outcomes_total"
+)
+
+func newFlowCollector(pool string, gate func() *flowGate) *flowCollector {
+	return &flowCollector{
+		pool: pool, gate: gate,
+		sat:  prometheus.NewDesc(NameFlowPoolSaturation, "Saturation of the pool at the flow-control dispatcher's last look (1.0 = saturated: requests wait).", []string{"inference_pool"}, nil),
+		util: prometheus.NewDesc(NameFlowQueueUtilization, "Queued requests (limit=requests) or bytes (limit=bytes) over flowControl.maxRequests or maxBytes; absent for a limit that is not set.", []string{"limit"}, nil),
+		outc: prometheus.NewDesc(NameFlowOutcomes, "Requests that went through flow control, by outcome (dispatched, queue_full, saturated, ttl_expired, no_endpoints, cancelled, flow_control_stopped) since the configuration loaded.", []string{"outcome"}, nil),
+	}
+}
+
+func (c *flowCollector) Describe(ch chan<- *prometheus.Desc) { ch <- c.sat; ch <- c.util; ch <- c.outc }
+
+func (c *flowCollector) Collect(ch chan<- prometheus.Metric) {
+	g := c.gate()
+	if g == nil {
+		return
+	}
+	st := g.c.Stats()
+	ch <- prometheus.MustNewConstMetric(c.sat, prometheus.GaugeValue, st.Saturation, c.pool)
+	if st.MaxRequests > 0 {
+		ch <- prometheus.MustNewConstMetric(c.util, prometheus.GaugeValue, float64(st.Requests)/float64(st.MaxRequests), "requests")
+	}
+	if st.MaxBytes > 0 {
+		ch <- prometheus.MustNewConstMetric(c.util, prometheus.GaugeValue, float64(st.Bytes)/float64(st.MaxBytes), "bytes")
+	}
+	for _, o := range flowcontrol.Outcomes() {
+		ch <- prometheus.MustNewConstMetric(c.outc, prometheus.CounterValue, float64(st.Outcomes[o]), o.String())
+	}
+}

@@ -1,0 +1,201 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	dto "github.com/prometheus/client_model/go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard-ai/switchyard/pkg/flowcontrol"
+)
+
+// flowConfig turns flow control on over a concurrency-detector of one
+// request per endpoint.
+const flowTestConfig = `apiVersion: inference.networking.x-k8s.io/v1alpha1
+kind: EndpointPickerConfig
+featureGates: [flowControl]
+plugins:
+- type: concurrency-detector
+  parameters: {maxConcurrency: 1}
+- type: queue-scorer
+- type: max-score-picker
+saturationDetector:
+  pluginRef: concurrency-detector
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: queue-scorer
+  - pluginRef: max-score-picker
+flowControl:
+  maxRequests: "10"
+`
+
+func gauge(t *testing.T, s *Server, name string) (float64, bool) {
+	t.Helper()
+	fams, err := s.Registry().Gather()
+	require.NoError(t, err)
+	for _, f := range fams {
+		if f.GetName() != name {
+			continue
+		}
+		var v float64
+		for _, m := range f.GetMetric() {
+			v += m.GetGauge().GetValue()
+		}
+		return v, true
+	}
+	return 0, false
+}
+
+func family(t *testing.T, s *Server, name string) *dto.MetricFamily {
+	t.Helper()
+	fams, err := s.Registry().Gather()
+	require.NoError(t, err)
+	for _, f := range fams {
+		if f.GetName() == name {
+			return f
+		}
+	}
+	return nil
+}
+
+// TestFlowControlHoldsUntilRoom: with the flowControl gate, a request that
+// arrives while the only endpoint is at its concurrency limit waits (no
+// answer) and is routed as soon as the request in flight ends; a
+// configuration reload while it waits keeps it waiting (the one flow
+// controller takes the new settings). The controller's state is on
+// /metrics with closed label sets.
+func TestFlowControlHoldsUntilRoom(t *testing.T) {
+	cfgFile := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(cfgFile, []byte(flowTestConfig), 0o600))
+	s, _ := run(t, Config{EndpointsFile: sims(t, 1), ConfigFile: cfgFile})
+	require.NotNil(t, s.gen.Load().flow)
+	require.Eventually(t, func() bool { return s.gen.Load().flow.c.Stats().Running }, 5*time.Second, time.Millisecond)
+	client := extprocv3.NewExternalProcessorClient(dial(t, s.GRPCAddr(), false))
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+
+	first, err := client.Process(ctx)
+	require.NoError(t, err)
+	require.NotEmpty(t, route(t, first)) // forwarded; its response never comes: in flight
+
+	second, err := client.Process(ctx)
+	require.NoError(t, err)
+	require.NoError(t, second.Send(headers(false, ":path", "/v1/completions", ":method", "POST", "x-gateway-inference-fairness-id", "tenant-b")))
+	require.NoError(t, second.Send(reqBody(`{"model":"m","prompt":"hello"}`)))
+	got := make(chan *extprocv3.ProcessingResponse, 1)
+	go func() {
+		r, err := second.Recv()
+		if err == nil {
+			got <- r
+		}
+		close(got)
+	}()
+	old := s.gen.Load().flow
+	require.Eventually(t, func() bool { return old.c.Stats().Requests == 1 }, 5*time.Second, time.Millisecond, "the second request waits")
+	if v, ok := gauge(t, s, "inference_extension_flow_control_queue_size"); assert.True(t, ok) {
+		assert.Equal(t, 1.0, v)
+	}
+	if v, ok := gauge(t, s, NameFlowPoolSaturation); assert.True(t, ok) {
+		assert.GreaterOrEqual(t, v, 1.0)
+	}
+	if v, ok := gauge(t, s, NameFlowQueueUtilization); assert.True(t, ok) {
+		assert.InDelta(t, 0.1, v, 1e-9, "1 of maxRequests 10")
+	}
+
+	// A reload while it waits: the same controller, new settings.
+	first0 := s.gen.Load()
+	writeAtomic(t, cfgFile, strings.Replace(flowTestConfig, `maxRequests: "10"`, `maxRequests: "20"`, 1))
+	require.Eventually(t, func() bool { return s.gen.Load() != first0 }, 10*time.Second, 10*time.Millisecond)
+	require.Same(t, old, s.gen.Load().flow)
+	assert.Equal(t, uint64(20), old.c.Stats().MaxRequests)
+	assert.Equal(t, uint64(1), old.c.Stats().Requests, "still waiting")
+	select {
+	case r := <-got:
+		t.Fatalf("answered while saturated: %v", r)
+	case <-time.After(100 * time.Millisecond):
+	}
+
+	// The request in flight ends: the waiting one is routed.
+	require.NoError(t, first.CloseSend())
+	select {
+	case r := <-got:
+		require.NotNil(t, r)
+		require.NotNil(t, r.GetRequestHeaders(), "routed, not refused: %v", r)
+	case <-time.After(10 * time.Second):
+		t.Fatal("never released")
+	}
+	require.NoError(t, second.CloseSend())
+	assert.Equal(t, uint64(2), old.c.Stats().Outcomes[flowcontrol.Dispatched], "both dispatched (the first at once)")
+	assert.Zero(t, old.c.Stats().Outcomes[flowcontrol.Stopped], "nothing refused by the reload")
+
+	// Closed label sets.
+	outcomes := family(t, s, NameFlowOutcomes)
+	require.NotNil(t, outcomes)
+	var names []string
+	for _, m := range outcomes.GetMetric() {
+		for _, l := range m.GetLabel() {
+			names = append(names, l.GetName()+"="+l.GetValue())
+		}
+	}
+	assert.ElementsMatch(t, []string{"outcome=dispatched", "outcome=queue_full", "outcome=saturated", "outcome=ttl_expired",
+		"outcome=no_endpoints", "outcome=cancelled", "outcome=flow_control_stopped"}, names)
+	cycles := family(t, s, "inference_extension_flow_control_dispatch_cycle_duration_seconds")
+	require.NotNil(t, cycles)
+	assert.Positive(t, cycles.GetMetric()[0].GetHistogram().GetSampleCount(), "dispatch cycles observed")
+	for _, m := range family(t, s, NameFlowPoolSaturation).GetMetric() {
+		require.Len(t, m.GetLabel(), 1)
+		assert.Equal(t, "inference_pool", m.GetLabel()[0].GetName())
+	}
+}
+
+// TestReadmeFlowControlExample: the configuration the README's
+// flow-control section shows serves with a flow controller.
+func TestReadmeFlowControlExample(t *testing.T) {
+	readme, err := os.ReadFile("../../README.md")
+	require.NoError(t, err)
+	_, sec, ok := strings.Cut(string(readme), "\n## Flow control\n")
+	require.True(t, ok)
+	sec, _, _ = strings.Cut(sec, "\n## ")
+	i := strings.Index(sec, "```yaml\napiVersion:")
+	require.GreaterOrEqual(t, i, 0)
+	block, _, _ := strings.Cut(sec[i+len("```yaml\n"):], "```")
+	s, err := New(Config{EndpointsFile: sims(t, 1), ConfigText: block, GRPCAddr: "127.0.0.1:0", HealthAddr: "127.0.0.1:0"})
+	require.NoError(t, err)
+	defer s.closeListeners()
+	defer s.closeConfig()
+	require.NotNil(t, s.gen.Load().flow)
+	assert.Equal(t, uint64(2<<30), s.gen.Load().flow.c.Stats().MaxBytes)
+}
+
+// BenchmarkFlowPoolSaturation is the dispatcher's look at the pool (also
+// every request's, when nothing is queued): the producers on an empty
+// request, then concurrency-detector over the routable endpoints.
+func BenchmarkFlowPoolSaturation(b *testing.B) {
+	var eps strings.Builder
+	eps.WriteString("endpoints:\n")
+	for i := range 100 {
+		fmt.Fprintf(&eps, "- {name: e%d, address: 127.0.0.1, port: %d, scrape: false}\n", i, 10000+i)
+	}
+	path := filepath.Join(b.TempDir(), "endpoints.yaml")
+	require.NoError(b, os.WriteFile(path, []byte(eps.String()), 0o600))
+	s, err := New(Config{EndpointsFile: path, ConfigText: flowTestConfig, GRPCAddr: "127.0.0.1:0", HealthAddr: "127.0.0.1:0"})
+	require.NoError(b, err)
+	defer s.closeListeners()
+	defer s.closeConfig()
+	pool := s.gen.Load().flow.pool
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, n := pool.Saturation(); n != 100 {
+			b.Fatal(n)
+		}
+	}
+}

@@ -1,0 +1,322 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// flowControlConfig: flow control on, the pool saturated at two requests
+// per endpoint (the sims' batch size), round-robin across tenants in
+// every band, a byte bound small enough for a burst of large bodies to
+// reach it.
+const flowControlConfig = `apiVersion: inference.networking.x-k8s.io/v1alpha1
+kind: EndpointPickerConfig
+featureGates: [flowControl]
+plugins:
+- type: concurrency-detector
+  parameters: {maxConcurrency: 2}
+- type: queue-scorer
+- type: max-score-picker
+- {name: rr, type: round-robin-fairness-policy}
+saturationDetector:
+  pluginRef: concurrency-detector
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: queue-scorer
+  - pluginRef: max-score-picker
+flowControl:
+  maxBytes: 48Ki
+  defaultRequestTTL: 25s
+  defaultPriorityBand: {fairnessPolicyRef: rr}
+  priorityBands:
+  - {priority: 10, fairnessPolicyRef: rr}
+`
+
+const flowMaxBytes = 48 << 10
+
+// scrapeFamilies reads the EPP's /metrics with labels.
+func scrapeFamilies(ctx context.Context, c *cluster) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.metrics+"/metrics", nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Authorization", "Bearer "+c.token)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(resp.Body)
+}
+
+func labelValue(m *dto.Metric, name string) string {
+	for _, l := range m.GetLabel() {
+		if l.GetName() == name {
+			return l.GetValue()
+		}
+	}
+	return ""
+}
+
+// flowReply is one answered request of the burst.
+type flowReply struct {
+	id, tenant string
+	priority   int
+	status     int
+	reason     string
+	done       time.Time
+	latency    time.Duration
+}
+
+func (c *cluster) flowPost(ctx context.Context, id, tenant, objective, prompt string) (flowReply, error) {
+	body := fmt.Sprintf(`{"model":%q,"prompt":%q,"max_tokens":8}`, modelName, prompt)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, c.gateway+"/v1/completions", strings.NewReader(body))
+	if err != nil {
+		return flowReply{}, err
+	}
+	req.Header.Set("content-type", "application/json")
+	req.Header.Set("x-request-id", id)
+	req.Header.Set("x-gateway-inference-fairness-id", tenant)
+	if objective != "" {
+		req.Header.Set("x-gateway-inference-objective", objective)
+	}
+	start := time.Now()
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return flowReply{}, err
+	}
+	defer resp.Body.Close()
+	_, _ = io.Copy(io.Discard, resp.Body)
+	return flowReply{id: id, tenant: tenant, status: resp.StatusCode, reason: resp.Header.Get("x-switchyard-reason"), done: time.Now(), latency: time.Since(start)}, nil
+}
+
+// TestFlowControlEndToEnd: through the gateway, with two modelsim
+// endpoints kept saturated (--max-running 2, the EPP's concurrency limit
+// 2 per endpoint), a burst of mixed-priority requests from two tenants is
+// answered in full (served, or 429 with a reason); critical requests
+// (priority 10 from the objectives file) wait less in the EPP than
+// standard ones; while both tenants have work queued they are served in
+// equal shares (round-robin, within 10 %) although tenant A's whole burst
+// arrived first; a client that disconnects while queued is never
+// dispatched (no Routed line, and the sims served exactly the 200s); and a
+// burst of large bodies is held to flowControl.maxBytes (the bytes gauge
+// never exceeds it, the excess is 429 queue_full).
+func TestFlowControlEndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	objectives := filepath.Join(dir, "objectives.yaml")
+	require.NoError(t, os.WriteFile(objectives, []byte("objectives:\n- {name: critical, priority: 10}\n- {name: standard, priority: 0}\n"), 0o600))
+	simArgs := []string{"--max-running", "2", "--time-scale", "1", "--decode-base", "15ms"}
+	c := startClusterWith(t, 2, clusterOpts{
+		config:  flowControlConfig,
+		simArgs: [][]string{simArgs, simArgs},
+		eppArgs: []string{"--objectives-file", objectives},
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+
+	// Sample the queue's bytes while the test runs.
+	var maxBytes, maxQueued atomic.Int64
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for sampleCtx.Err() == nil {
+			if fams, err := scrapeFamilies(sampleCtx, c); err == nil {
+				var b, n float64
+				for _, m := range fams["inference_extension_flow_control_queue_bytes"].GetMetric() {
+					b += m.GetGauge().GetValue()
+				}
+				for _, m := range fams["inference_extension_flow_control_queue_size"].GetMetric() {
+					n += m.GetGauge().GetValue()
+				}
+				if int64(b) > maxBytes.Load() {
+					maxBytes.Store(int64(b))
+				}
+				if int64(n) > maxQueued.Load() {
+					maxQueued.Store(int64(n))
+				}
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}()
+
+	// Phase 1: tenant A's burst, then tenant B's, half critical, half
+	// standard each; one client of tenant A gives up while queued.
+	const perTenant = 40
+	var (
+		mu      sync.Mutex
+		replies []flowReply
+		wg      sync.WaitGroup
+	)
+	send := func(id, tenant, objective string, prio int) {
+		defer wg.Done()
+		r, err := c.flowPost(ctx, id, tenant, objective, "Tell me about flow control. "+id)
+		if !assert.NoError(t, err, id) {
+			return
+		}
+		r.priority = prio
+		mu.Lock()
+		replies = append(replies, r)
+		mu.Unlock()
+	}
+	burst := func(tenant string) {
+		for i := range perTenant {
+			obj, prio := "standard", 0
+			if i%2 == 0 {
+				obj, prio = "critical", 10
+			}
+			wg.Add(1)
+			go send(fmt.Sprintf("%s-%02d", tenant, i), tenant, obj, prio)
+			time.Sleep(time.Millisecond)
+		}
+	}
+	burst("tenant-a")
+	time.Sleep(30 * time.Millisecond)
+	burst("tenant-b")
+	// The leaver: standard priority, so it is behind the whole burst.
+	leaveCtx, leave := context.WithTimeout(ctx, 400*time.Millisecond)
+	_, err := c.flowPost(leaveCtx, "leaver", "tenant-a", "standard", "I will not wait.")
+	leave()
+	require.Error(t, err, "the leaver gave up before an answer")
+	require.True(t, errors.Is(err, context.DeadlineExceeded) || strings.Contains(err.Error(), "deadline"), "%v", err)
+	wg.Wait()
+
+	require.Len(t, replies, 2*perTenant, "every request answered")
+	served := 0
+	for _, r := range replies {
+		switch r.status {
+		case http.StatusOK:
+			served++
+		case http.StatusTooManyRequests:
+			assert.NotEmpty(t, r.reason, "%s: a 429 says why", r.id)
+		default:
+			t.Errorf("%s: status %d (%s)", r.id, r.status, r.reason)
+		}
+	}
+	assert.Equal(t, 2*perTenant, served, "nothing needed refusing in phase 1")
+	assert.Greater(t, maxQueued.Load(), int64(20), "the burst was queued in the EPP")
+
+	// Queue wait by priority, from the EPP's GIE histogram.
+	fams, err := scrapeFamilies(ctx, c)
+	require.NoError(t, err)
+	wait := map[string][2]float64{} // priority -> sum, count
+	for _, m := range fams["inference_extension_flow_control_request_queue_duration_seconds"].GetMetric() {
+		if labelValue(m, "outcome") != "Dispatched" {
+			continue
+		}
+		p := labelValue(m, "priority")
+		w := wait[p]
+		w[0] += m.GetHistogram().GetSampleSum()
+		w[1] += float64(m.GetHistogram().GetSampleCount())
+		wait[p] = w
+	}
+	require.Contains(t, wait, "10")
+	require.Contains(t, wait, "0")
+	high, low := wait["10"][0]/wait["10"][1], wait["0"][0]/wait["0"][1]
+	t.Logf("mean queue wait: critical %.3fs, standard %.3fs", high, low)
+	assert.Less(t, high, low, "critical requests wait less than standard ones")
+
+	// Service shares while both tenants had work: the completions after
+	// tenant B's first one, as long as both still had requests left.
+	slices.SortFunc(replies, func(a, b flowReply) int { return a.done.Compare(b.done) })
+	firstB := slices.IndexFunc(replies, func(r flowReply) bool { return r.tenant == "tenant-b" })
+	require.GreaterOrEqual(t, firstB, 0)
+	window := replies[firstB:]
+	left := map[string]int{"tenant-a": 0, "tenant-b": 0}
+	for _, r := range window {
+		left[r.tenant]++
+	}
+	n := 2 * min(left["tenant-a"], left["tenant-b"]) * 3 / 4 // both tenants still queued throughout
+	shares := map[string]int{}
+	for _, r := range window[:n] {
+		shares[r.tenant]++
+	}
+	t.Logf("service shares over %d completions while both tenants waited: %v", n, shares)
+	a, b := float64(shares["tenant-a"]), float64(shares["tenant-b"])
+	assert.LessOrEqual(t, abs(a-b), 0.1*max(a, b), "tenants' shares within 10%% of each other")
+
+	// The leaver was never dispatched: the EPP routed only the burst, and
+	// the sims served exactly the 200s.
+	routed := c.routedTo()
+	assert.NotContains(t, routed, "leaver", "the request that left while queued was never routed")
+	var cancelled float64
+	for _, m := range fams["switchyard_flow_control_outcomes_total"].GetMetric() {
+		if labelValue(m, "outcome") == "cancelled" {
+			cancelled = m.GetCounter().GetValue()
+		}
+	}
+	assert.Equal(t, 1.0, cancelled, "flow control saw the leaver go")
+	var simServed float64
+	for _, addr := range c.simAddr {
+		sf, err := scrape(ctx, "http://"+addr+"/metrics")
+		require.NoError(t, err)
+		if f := sf["vllm:request_success_total"]; f != nil {
+			simServed += f.sum
+		}
+	}
+	assert.Equal(t, float64(served), simServed, "the model servers served the burst and nothing else")
+
+	// Phase 2: large bodies, more than maxBytes of them at once.
+	big := strings.Repeat("lorem ipsum dolor sit amet ", 150) // ~4 KiB
+	var bigReplies []flowReply
+	var bmu sync.Mutex
+	for i := range 30 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := c.flowPost(ctx, fmt.Sprintf("big-%02d", i), "tenant-c", "standard", big)
+			if assert.NoError(t, err) {
+				bmu.Lock()
+				bigReplies = append(bigReplies, r)
+				bmu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	stopSampling()
+	<-sampled
+	require.Len(t, bigReplies, 30)
+	var full int
+	for _, r := range bigReplies {
+		switch {
+		case r.status == http.StatusOK:
+		case r.status == http.StatusTooManyRequests && r.reason == "queue_full":
+			full++
+		default:
+			t.Errorf("%s: status %d reason %q", r.id, r.status, r.reason)
+		}
+	}
+	t.Logf("large bodies: %d of 30 refused queue_full; most bytes queued %d (limit %d)", full, maxBytes.Load(), flowMaxBytes)
+	assert.Positive(t, full, "the byte bound was reached")
+	assert.LessOrEqual(t, maxBytes.Load(), int64(flowMaxBytes), "queued bytes never exceed flowControl.maxBytes")
+	assert.Positive(t, maxBytes.Load())
+}
+
+func abs(x float64) float64 {
+	if x < 0 {
+		return -x
+	}
+	return x
+}
