@@ -211,7 +211,7 @@
 //
 // Imported by cmd/epp and tests; it imports the framework
 // (pkg/scheduling), flow control's types (pkg/flowcontrol), the request
-// parser (pkg/requests), the site stage (pkg/multisite/sitestage), the
-// metrics (pkg/metrics) and the error body encoder
-// (pkg/internal/apierror), never a plugin.
+// parser (pkg/requests), the site stage (pkg/multisite/sitestage) and
+// the error body encoder (pkg/internal/apierror), never a plugin; metrics
+// come through the Recorder interface.
 package extproc
