@@ -28,6 +28,7 @@ import (
 var (
 	full    = flag.Bool("full", false, "the whole matrix (make bench-full); default the short one (make bench)")
 	results = flag.String("results", "", "folder the tables and plots are written to (default bench/results)")
+	smoke   = flag.Bool("smoke", false, "one tiny cell per EPP, results in a temporary folder: checks the driver, measures nothing")
 )
 
 // Point is one cell of the overhead matrix for one EPP.
@@ -70,6 +71,12 @@ func TestOverheadMatrix(t *testing.T) {
 	if *full {
 		endpoints = []int{10, 100, 1000}
 		step = 5 * time.Second
+	}
+	if *smoke {
+		endpoints, prompts, step, fixed = []int{10}, []int{1 << 10, 200 << 10}, 500*time.Millisecond, 100
+		if *results == "" {
+			*results = t.TempDir()
+		}
 	}
 	env := kubetest.Start(t, kubetest.Options{})
 	var points []Point
