@@ -1,7 +1,7 @@
 # Switchyard developer targets. Everything runs from the repository root.
 GO ?= go
 
-.PHONY: build test bench lint fuzz
+.PHONY: build test bench bench-full gobench lint fuzz
 
 build:
 	$(GO) build -o bin/epp ./cmd/epp
@@ -20,8 +20,20 @@ test:
 	  KUBEBUILDER_ASSETS=$$assets SWITCHYARD_REQUIRE_KUBE=1 $(GO) test -race $$($(GO) list ./... | grep -v '/test/e2e$$') && \
 	  KUBEBUILDER_ASSETS=$$assets SWITCHYARD_REQUIRE_KUBE=1 $(GO) test -race -count=1 ./test/e2e/...
 
-# Benchmarks of every plugin and of whole profiles, with allocations.
+# Side-by-side benchmarks against GIE v1.5.0's EPP and the null EPP
+# (bench/matrix, behind the bench build tag so CI never runs them):
+# `make bench` is the short matrix (at most 10 minutes), `make bench-full`
+# the whole one. Both write bench/results/.
 bench:
+	@assets=$$(hack/test-binaries.sh) && \
+	  KUBEBUILDER_ASSETS=$$assets $(GO) test -tags bench -count=1 -timeout 20m -v -run 'TestOverheadMatrix' ./bench/matrix
+
+bench-full:
+	@assets=$$(hack/test-binaries.sh) && \
+	  KUBEBUILDER_ASSETS=$$assets $(GO) test -tags bench -count=1 -timeout 120m -v -run 'TestOverheadMatrix' ./bench/matrix -args -full
+
+# Go benchmarks of every plugin and of whole profiles, with allocations.
+gobench:
 	$(GO) test -run='^$$' -bench=. -benchmem ./pkg/...
 
 lint:

@@ -1,0 +1,345 @@
+//go:build bench
+
+package matrix
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	healthpb "google.golang.org/grpc/health/grpc_health_v1"
+
+	"github.com/switchyard-ai/switchyard/bench/loadgen"
+	"github.com/switchyard-ai/switchyard/bench/report"
+	"github.com/switchyard-ai/switchyard/internal/kubetest"
+)
+
+var (
+	full    = flag.Bool("full", false, "the whole matrix (make bench-full); default the short one (make bench)")
+	results = flag.String("results", "", "folder the tables and plots are written to (default bench/results)")
+	smoke   = flag.Bool("smoke", false, "one tiny cell per EPP, results in a temporary folder: checks the driver, measures nothing")
+)
+
+// Point is one cell of the overhead matrix for one EPP.
+type Point struct {
+	EPP         string  `json:"epp"`
+	Endpoints   int     `json:"endpoints"`
+	PromptBytes int     `json:"promptBytes"`
+	MaxRate     float64 `json:"maxRate"`     // highest open-loop rate with p99 ≤ 5 ms, no error, ≥ 95 % served
+	Plateau     float64 `json:"plateau"`     // highest throughput seen in the search
+	FixedRate   float64 `json:"fixedRate"`   // the rate every EPP is measured at
+	P50us       int64   `json:"p50us"`       // decision latency at FixedRate
+	P99us       int64   `json:"p99us"`       // decision latency at FixedRate
+	CPUms       float64 `json:"cpuMsPerReq"` // EPP CPU per request at FixedRate
+	PerCPUSec   float64 `json:"reqPerCpuSecond"`
+	C16P99us    int64   `json:"c16P99us,omitempty"` // 16 concurrent streams, closed loop
+	C16Tput     float64 `json:"c16Throughput,omitempty"`
+	PeakRSS     int64   `json:"peakRssBytes"`
+	Errors      int64   `json:"errors"`
+}
+
+const (
+	p99Bound = 5 * time.Millisecond
+	release  = "bench"
+)
+
+// TestOverheadMatrix runs the null EPP, Switchyard and GIE's v1.5.0 EPP,
+// one after the other for each endpoint count, each with the arguments
+// GIE's Helm chart gives its EPP, and measures the request path at each
+// prompt size.
+func TestOverheadMatrix(t *testing.T) {
+	root := repoRoot(t)
+	binDir := t.TempDir()
+	epp, gie := build(t, root, binDir)
+	null := filepath.Join(binDir, "nullepp")
+	run(t, root, "go", "build", "-o", null, "./bench/cmd/nullepp")
+
+	endpoints := []int{10, 100}
+	prompts := []int{1 << 10, 32 << 10, 200 << 10}
+	step, fixed := 2*time.Second, 300.0
+	if *full {
+		endpoints = []int{10, 100, 1000}
+		step = 5 * time.Second
+	}
+	if *smoke {
+		endpoints, prompts, step, fixed = []int{10}, []int{1 << 10, 200 << 10}, 500*time.Millisecond, 100
+		if *results == "" {
+			*results = t.TempDir()
+		}
+	}
+	env := kubetest.Start(t, kubetest.Options{})
+	var points []Point
+	for _, n := range endpoints {
+		ns := env.Namespace(t, fmt.Sprintf("bench-%d", n))
+		if err := env.Client.Create(context.Background(), kubetest.Pool(ns, release, map[string]string{"app": "sim"}, 8000)); err != nil {
+			t.Fatal(err)
+		}
+		ips := sims(t, n, 8000)
+		for i, ip := range ips {
+			env.CreatePod(t, kubetest.Pod{Name: fmt.Sprintf("sim-%d", i), Namespace: ns, IP: ip, Ready: true, Labels: map[string]string{"app": "sim"}})
+		}
+		chart := renderChart(t, ns, release)
+		kube := append([]string{"KUBECONFIG=" + env.Kubeconfig}, chart.Env...)
+		for _, e := range []struct {
+			name, bin string
+			args      []string
+		}{
+			{"null", null, []string{"-addr", "127.0.0.1:9002", "-endpoint", ips[0] + ":8000"}},
+			{"switchyard", epp, chart.Args},
+			{"gie-v1.5.0", gie, chart.Args},
+		} {
+			p := start(t, fmt.Sprintf("%s-%d", e.name, n), e.bin, kube, e.args)
+			waitRouting(t, p, chart, e.name == "null")
+			for _, size := range prompts {
+				pt := measure(t, p, e.name, n, size, step, fixed)
+				t.Logf("%+v", pt)
+				points = append(points, pt)
+			}
+			if u, err := loadgen.ReadProc(p.pid()); err == nil {
+				for i := range points {
+					if points[i].EPP == e.name && points[i].Endpoints == n {
+						points[i].PeakRSS = u.PeakRSS
+					}
+				}
+			}
+			p.stop()
+		}
+	}
+	write(t, root, points, prompts, endpoints)
+}
+
+// waitRouting waits until the EPP routes: its readiness probe passes and
+// 20 exchanges in a row are routed.
+func waitRouting(t *testing.T, p *proc, c Chart, null bool) {
+	t.Helper()
+	deadline := time.Now().Add(3 * time.Minute)
+	probe := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(c.ProbePort)))
+	for !null {
+		if done, log := p.exited(); done {
+			t.Fatalf("%s exited:\n%s", p.name, log)
+		}
+		if healthy(probe, c.ProbeService) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: readiness probe never passed", p.name)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	xs := loadgen.ChatExchanges("meta-llama/Llama-3.1-8B-Instruct", 1024, 1)
+	for ok := 0; ok < 20; {
+		if done, log := p.exited(); done {
+			t.Fatalf("%s exited:\n%s", p.name, log)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s never routed 20 requests in a row", p.name)
+		}
+		conns, err := loadgen.Dial(loadgen.Config{Target: "127.0.0.1:9002", TLS: true, Conns: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		res, err := xs[0].Run(ctx, newClient(conns[0]), "probe")
+		cancel()
+		_ = conns[0].Close()
+		if err == nil && res.Status == 0 && res.Destination != "" {
+			ok++
+		} else {
+			ok = 0
+			time.Sleep(200 * time.Millisecond)
+		}
+	}
+	time.Sleep(2 * time.Second) // a few scrape rounds of every endpoint
+}
+
+func healthy(addr, service string) bool {
+	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		return false
+	}
+	defer conn.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	r, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
+	return err == nil && r.Status == healthpb.HealthCheckResponse_SERVING
+}
+
+// measure runs one matrix cell: a rate search, a run at the fixed rate
+// and, for the largest prompts, 16 concurrent streams.
+func measure(t *testing.T, p *proc, name string, n, size int, step time.Duration, fixed float64) Point {
+	t.Helper()
+	xs := loadgen.ChatExchanges("meta-llama/Llama-3.1-8B-Instruct", size, 64)
+	cfg := loadgen.Config{Target: "127.0.0.1:9002", TLS: true, Conns: 2, PID: p.pid(), Timeout: 5 * time.Second,
+		Exchange: func(i int) *loadgen.Exchange { return xs[i%len(xs)] }}
+	pt := Point{EPP: name, Endpoints: n, PromptBytes: size, FixedRate: fixed}
+	runAt := func(rate float64, d time.Duration) *loadgen.Report {
+		c := cfg
+		c.Rate, c.Duration, c.Warmup, c.Seed = rate, d, d/4, uint64(rate)
+		rep, err := loadgen.Run(context.Background(), c)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		pt.Errors += rep.Errors
+		return rep
+	}
+	ok := func(rep *loadgen.Report, rate float64) bool {
+		return rep.Errors == 0 && rep.Dropped == 0 && rep.Decision.P99 <= p99Bound && rep.Throughput >= 0.95*rate
+	}
+	// Double from 250/s until a rate fails, then bisect twice.
+	pass, fail := 0.0, 0.0
+	for rate := 250.0; rate <= 128000; rate *= 2 {
+		rep := runAt(rate, step)
+		pt.Plateau = math.Max(pt.Plateau, rep.Throughput)
+		if !ok(rep, rate) {
+			fail = rate
+			break
+		}
+		pass = rate
+	}
+	for i := 0; i < 2 && fail > 0 && pass > 0; i++ {
+		mid := (pass + fail) / 2
+		rep := runAt(mid, step)
+		pt.Plateau = math.Max(pt.Plateau, rep.Throughput)
+		if ok(rep, mid) {
+			pass = mid
+		} else {
+			fail = mid
+		}
+	}
+	pt.MaxRate = pass
+	rep := runAt(fixed, 2*step)
+	pt.P50us, pt.P99us = rep.Decision.P50.Microseconds(), rep.Decision.P99.Microseconds()
+	pt.CPUms = rep.CPUPer1000() // ms per request = s per 1000
+	if pt.CPUms > 0 {
+		pt.PerCPUSec = 1000 / pt.CPUms
+	}
+	if size >= 200<<10 {
+		c := cfg
+		c.Concurrency, c.Duration, c.Warmup = 16, 2*step, step/2
+		r16, err := loadgen.Run(context.Background(), c)
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		pt.Errors += r16.Errors
+		pt.C16P99us, pt.C16Tput = r16.Decision.P99.Microseconds(), r16.Throughput
+	}
+	return pt
+}
+
+// write publishes the points as bench/results/overhead[-full].{json,md}
+// and SVG charts.
+func write(t *testing.T, root string, points []Point, prompts, endpoints []int) {
+	t.Helper()
+	dir := *results
+	if dir == "" {
+		dir = filepath.Join(root, "bench", "results")
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	name := "overhead"
+	if !*full {
+		name += "-short"
+	}
+	js, _ := json.MarshalIndent(points, "", "  ")
+	must(t, os.WriteFile(filepath.Join(dir, name+".json"), append(js, '\n'), 0o644))
+	find := func(epp string, n, size int) *Point {
+		for i := range points {
+			if points[i].EPP == epp && points[i].Endpoints == n && points[i].PromptBytes == size {
+				return &points[i]
+			}
+		}
+		return nil
+	}
+	ratio := func(a, b float64) string {
+		if a <= 0 || b <= 0 {
+			return "–"
+		}
+		return fmt.Sprintf("%.2f×", a/b)
+	}
+	tb := &report.Table{Header: []string{"endpoints", "prompt", "EPP", "max rate (p99 ≤ 5 ms)", "plateau", "p50 / p99 @ fixed", "CPU ms/req", "req per CPU-s", "16 streams p99", "peak RSS"}}
+	cmp := &report.Table{Header: []string{"endpoints", "prompt", "rate: SY / GIE", "req per CPU-s: SY / GIE", "p99: GIE / SY", "rate: SY / null", "16 streams p99: GIE / SY"}}
+	var groups []string
+	series := map[string]*report.Series{}
+	p99s := map[string]*report.Series{}
+	cpus := map[string]*report.Series{}
+	epps := []string{"null", "switchyard", "gie-v1.5.0"}
+	for _, e := range epps {
+		series[e] = &report.Series{Name: e}
+		p99s[e] = &report.Series{Name: e}
+		cpus[e] = &report.Series{Name: e}
+	}
+	for _, n := range endpoints {
+		for _, size := range prompts {
+			groups = append(groups, fmt.Sprintf("%d × %s", n, kb(size)))
+			for _, e := range epps {
+				p := find(e, n, size)
+				if p == nil {
+					series[e].Values = append(series[e].Values, math.NaN())
+					p99s[e].Values = append(p99s[e].Values, math.NaN())
+					cpus[e].Values = append(cpus[e].Values, math.NaN())
+					continue
+				}
+				c16 := "–"
+				if p.C16P99us > 0 {
+					c16 = fmt.Sprintf("%.2f ms", float64(p.C16P99us)/1000)
+				}
+				tb.Rows = append(tb.Rows, []string{strconv.Itoa(n), kb(size), e, report.Num(p.MaxRate) + "/s", report.Num(p.Plateau) + "/s",
+					fmt.Sprintf("%.2f / %.2f ms", float64(p.P50us)/1000, float64(p.P99us)/1000), report.Num(p.CPUms), report.Num(p.PerCPUSec),
+					c16, fmt.Sprintf("%.0f MiB", float64(p.PeakRSS)/(1<<20))})
+				series[e].Values = append(series[e].Values, p.MaxRate)
+				p99s[e].Values = append(p99s[e].Values, float64(p.P99us)/1000)
+				cpus[e].Values = append(cpus[e].Values, p.PerCPUSec)
+			}
+			sy, g, nl := find("switchyard", n, size), find("gie-v1.5.0", n, size), find("null", n, size)
+			if sy != nil && g != nil && nl != nil {
+				cmp.Rows = append(cmp.Rows, []string{strconv.Itoa(n), kb(size), ratio(sy.MaxRate, g.MaxRate), ratio(sy.PerCPUSec, g.PerCPUSec),
+					ratio(float64(g.P99us), float64(sy.P99us)), ratio(sy.MaxRate, nl.MaxRate), ratio(float64(g.C16P99us), float64(sy.C16P99us))})
+			}
+		}
+	}
+	chart := func(file, title, y string, m map[string]*report.Series, log bool) {
+		c := &report.BarChart{Title: title, YLabel: y, Groups: groups, Log: log}
+		for _, e := range epps {
+			c.Series = append(c.Series, *m[e])
+		}
+		must(t, os.WriteFile(filepath.Join(dir, file), []byte(c.SVG()), 0o644))
+	}
+	chart(name+"-max-rate.svg", "Highest rate with p99 ≤ 5 ms (endpoints × prompt)", "requests/s", series, true)
+	chart(name+"-p99.svg", fmt.Sprintf("Decision p99 at %.0f requests/s", points[0].FixedRate), "ms", p99s, true)
+	chart(name+"-per-cpu.svg", "Requests per EPP CPU-second", "requests", cpus, true)
+	var md strings.Builder
+	fmt.Fprintf(&md, "# Request-path overhead: Switchyard vs GIE v1.5.0's EPP vs the null EPP\n\n")
+	fmt.Fprintf(&md, "Machine: %s. Produced by `%s` (bench/matrix/overhead_test.go).\n\n", report.Machine(), map[bool]string{true: "make bench-full", false: "make bench"}[*full])
+	fmt.Fprintf(&md, "Each EPP runs in Kubernetes mode with the arguments GIE v1.5.0's Helm chart gives its EPP (its default plugins file, TLS with a self-signed certificate), against one kube-apiserver and etcd, on an InferencePool whose pods have loopback addresses and serve modelsim's metrics; the EPPs run one after the other, alone on the machine with the load generator (bench/loadgen: Envoy's FULL_DUPLEX_STREAMED ext_proc sequence over 2 TLS connections, open-loop Poisson arrivals, HdrHistogram). Latency is the time from the first ext_proc message to the routing answer. Max rate: the highest rate (doubling from 250/s, then bisecting twice) with p99 ≤ 5 ms, no error and ≥ 95 %% of the arrivals served, each step %s; CPU and peak RSS from /proc.\n\n", step(*full))
+	md.WriteString("## Ratios\n\n" + cmp.Markdown() + "\n## All numbers\n\n" + tb.Markdown())
+	fmt.Fprintf(&md, "\n![max rate](%s-max-rate.svg)\n![p99](%s-p99.svg)\n![per CPU](%s-per-cpu.svg)\n", name, name, name)
+	must(t, os.WriteFile(filepath.Join(dir, name+".md"), []byte(md.String()), 0o644))
+}
+
+func step(full bool) string {
+	if full {
+		return "5 s"
+	}
+	return "2 s"
+}
+
+func kb(n int) string { return fmt.Sprintf("%d KB", n>>10) }
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -1,0 +1,45 @@
+package report
+
+import (
+	"encoding/xml"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+func TestTableMarkdown(t *testing.T) {
+	tb := &Table{Header: []string{"a", "b|c"}, Rows: [][]string{{"1", "2"}}}
+	assert.Equal(t, "| a | b\\|c |\n| --- | --- |\n| 1 | 2 |\n", tb.Markdown())
+}
+
+// TestBarChartSVG: the chart is well-formed XML with one bar per finite
+// positive value, on a linear and a log scale.
+func TestBarChartSVG(t *testing.T) {
+	for _, log := range []bool{false, true} {
+		c := &BarChart{Title: "t <&>", YLabel: "req/s", Groups: []string{"g1", "g2"}, Log: log,
+			Series: []Series{{Name: "x", Values: []float64{10, 2000}}, {Name: "y", Values: []float64{math.NaN(), 300}}}}
+		svg := c.SVG()
+		dec := xml.NewDecoder(strings.NewReader(svg))
+		for {
+			_, err := dec.Token()
+			if err != nil {
+				require.Equal(t, "EOF", err.Error(), svg)
+				break
+			}
+		}
+		assert.Equal(t, 3, strings.Count(svg, "<title>"), "one bar per value, none for NaN")
+		assert.Contains(t, svg, "t &lt;&amp;&gt;")
+	}
+}
+
+func TestNum(t *testing.T) {
+	assert.Equal(t, "1234", Num(1234.4))
+	assert.Equal(t, "12.3", Num(12.34))
+	assert.Equal(t, "1.23", Num(1.234))
+	assert.Equal(t, "0.0123", Num(0.01234))
+	assert.Equal(t, "–", Num(math.NaN()))
+	assert.Contains(t, Machine(), "cores")
+}
