@@ -438,7 +438,7 @@ func (s *Stage) decide(sn *sitestate.Snapshot, model string, keys *blockKeys, tu
 	// (G-24); the draw only uses it to choose between the two sites it
 	// drew.
 	pref := -1
-	if s.aff != nil {
+	if s.aff != nil && tier != TierLastResort { // G-57: the front candidate, whatever the prefix
 		pref = s.aff.preferred(sites, chosen, keys)
 	}
 	// 8. The draw.

@@ -670,3 +670,23 @@ func TestG24_SharedPrefixKeepsTheCapacitySplit(t *testing.T) {
 		t.Fatalf("paths: %v", paths)
 	}
 }
+
+// TestG57_AffinityCannotOverrideTheFrontCandidate: with every site
+// demoted, the last resort is the front candidate even when the
+// request's prefix was recorded for another one (review finding 7).
+func TestG57_AffinityCannotOverrideTheFrontCandidate(t *testing.T) {
+	s, err := New(Options{Holder: &sitestate.Holder{}, LocalSite: "x", Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var k blockKeys
+	k.compute(s.aff, []byte(strings.Repeat("a prompt recorded for b. ", 80)))
+	s.aff.record(&k, siteKey("b", "b-c"))
+	a, b := room("a", 10, 0.2), room("b", 10, 0.2)
+	a.Demoted, b.Demoted = true, true
+	for turn := uint64(1); turn <= 100; turn++ {
+		if d := s.decide(snap(a, b), "m", &k, turn); d.Site != "a" || d.Reason != ReasonLastResort {
+			t.Fatalf("turn %d: got %s (%s), want the front candidate a as the last resort", turn, d.Site, d.Reason)
+		}
+	}
+}
