@@ -16,7 +16,7 @@ import (
 
 type demoteAll struct{}
 
-func (demoteAll) Demoted(string) bool { return true }
+func (demoteAll) Demoted(string, string) bool { return true }
 
 // TestMultisiteLearner: the control step runs after the polls and on its
 // tick; its snapshot is in SiteStates, on /debug/sites (the "learner"

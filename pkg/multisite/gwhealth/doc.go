@@ -14,9 +14,12 @@
 // failures in a row is logged once at V(0), as is one that goes down.
 //
 // The Prober publishes an immutable View by atomic swap after each round;
-// Demoted(site) is what the learner (the control step) reads to set
-// sitestate.Site.Demoted, which makes the site stage use the site only as
-// a last resort (G-21). A site returning from a partition is routed
+// Demoted(site, gateway) is what the learner (the control step) reads,
+// with the topology's current address, to set sitestate.Site.Demoted,
+// which makes the site stage use the site only as a last resort (G-21).
+// It is true unless the latest round found that very address up: a site
+// not yet probed, or whose gateway just moved, takes no traffic until
+// the address passed 2 probes (G-56). A site returning from a partition is routed
 // again once its signals are back and its gateway passed 2 probes,
 // whichever is later (G-55): the two are independent inputs of the
 // snapshot.

@@ -147,14 +147,21 @@ func dialProbe(ctx context.Context, addr string) error {
 // View returns the current view (read-only).
 func (p *Prober) View() *View { return p.view.Load() }
 
-// Demoted reports whether site's gateway is probed and not up: a remote
-// site that has not yet passed Rise probes in a row, or that failed Fall
-// in a row since. A site that is not probed (the local one, one without a
-// gateway, or before Run) is never demoted. One atomic load and a map
-// lookup; for the learner's control step.
-func (p *Prober) Demoted(site string) bool {
+// Demoted reports whether the remote site's gateway at address gateway
+// is not (yet) known to be up: true unless the latest round found that
+// very address up (Rise passes in a row, not Fall failures since). So a
+// site never probed (a new one, or before Run's first round) and a site
+// whose gateway moved are demoted until the new address passed Rise
+// probes (G-56): they take no traffic before any probe. A site without a
+// gateway ("": the local one, or an exporting cluster with no address,
+// which is not routable anyway) is never demoted. One atomic load and a
+// map lookup; for the learner's control step.
+func (p *Prober) Demoted(site, gateway string) bool {
+	if gateway == "" {
+		return false
+	}
 	st, ok := p.view.Load().Sites[site]
-	return ok && !st.Up
+	return !ok || !st.Up || st.Gateway != gateway
 }
 
 // Run probes every Interval, the first round at once, until ctx ends.
