@@ -258,6 +258,23 @@ func (s *Stage) KeepLocal(model, reason string) Decision {
 	return d
 }
 
+// RemoteSite reports whether name is a remote site of the latest
+// snapshot (so not this EPP's own site, nor a name the topology does not
+// have). extproc trusts the origin header of an inbound request only
+// when it names one. One atomic load and at most MaxSites comparisons.
+func (s *Stage) RemoteSite(name string) bool {
+	sn := s.holder.Load()
+	if sn == nil || name == "" {
+		return false
+	}
+	for i := range sn.Sites {
+		if sn.Sites[i].Name == name {
+			return !sn.Sites[i].Local
+		}
+	}
+	return false
+}
+
 // modelChecks is step 1 of the request step: no model (400), a model no
 // site serves (404), a shed model (429).
 func modelChecks(sn *sitestate.Snapshot, model string, turn uint64) (Decision, bool) {
