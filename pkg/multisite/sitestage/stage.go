@@ -148,6 +148,10 @@ type Stage struct {
 	selections [6]prometheus.Counter
 	decisions  *prometheus.CounterVec
 	refusals   [4]prometheus.Counter // site "", RefusalReasons
+	// local are the decision counters of LocalSite by Reasons, for
+	// decisions without a snapshot index (no snapshot yet), each resolved
+	// once on first use (so no zero series appears before).
+	local []atomic.Pointer[counterRef]
 	// counters caches the decision counters of the latest snapshot's
 	// sites, so the request path takes no lock of the CounterVec.
 	counters atomic.Pointer[siteCounters]
@@ -195,6 +199,7 @@ func New(opts Options) (*Stage, error) {
 	for i, r := range RefusalReasons {
 		s.refusals[i] = s.decisions.WithLabelValues("", r)
 	}
+	s.local = make([]atomic.Pointer[counterRef], len(Reasons))
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(sel); err != nil {
 			return nil, err
@@ -315,7 +320,20 @@ func (s *Stage) count(sn *sitestate.Snapshot, d *Decision) {
 			return
 		}
 	}
-	s.decisions.WithLabelValues(d.Site, d.Reason).Inc()
+	if d.Site == s.localSite {
+		for i, r := range Reasons {
+			if r == d.Reason {
+				ref := s.local[i].Load()
+				if ref == nil {
+					ref = &counterRef{s.decisions.WithLabelValues(s.localSite, r)}
+					s.local[i].Store(ref)
+				}
+				ref.Inc()
+				return
+			}
+		}
+	}
+	s.decisions.WithLabelValues(d.Site, d.Reason).Inc() // not reached by the stage's own decisions
 }
 
 // siteCounter returns the cached decision counter of site i of sn for
