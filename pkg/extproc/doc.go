@@ -180,16 +180,24 @@
 //     the response body gets the client's model name back, as for any
 //     model rewrite, so this header is how a client learns it was served
 //     by another model.
-//   - x-grid-origin-site (multi-site only, Options.Sites): set by the
-//     EPP of the site that forwarded the request; when present (any
-//     value) the request is scheduled among the local pods only and never
-//     forwarded again, so two sites cannot bounce a request between them.
-//     Fine from clients: a client that forges it can only keep its own
-//     request on the site it reached (the local pool), which it could do
-//     anyway by talking to that site; the stage's model checks and the
-//     429 of a shed model still apply, and it cannot send a request
-//     elsewhere or raise its priority. Peer gateways set it; nothing
-//     needs stripping.
+//   - x-grid-origin-site and x-grid-hops (multi-site only, Options.Sites):
+//     set by the EPP of the site that forwarded the request (its site
+//     name; "1"), replacing what the client sent. A request whose
+//     x-grid-origin-site names a remote site of this EPP's topology, or
+//     that carries x-grid-hops (a positive integer), is scheduled among
+//     the local pods only and never forwarded again, so two sites cannot
+//     bounce a request between them, even if a proxy on the way dropped
+//     the origin header. Any other origin value (a forgery, this site's
+//     own name) is ignored. A forged value can only keep a request on the
+//     site it reached (the local pool), which the client could do anyway
+//     by talking to that site: the stage's model checks, the 429 of a shed
+//     model and the local saturation shedding all still apply, and it
+//     cannot send a request elsewhere or raise its priority. What the
+//     platform should strip at its client-facing edge (not between peer
+//     gateways): both headers, so a client cannot bypass the site
+//     stage's readiness, silence and tier checks for its own requests.
+//     The headers are not authenticated; peer gateways are trusted by the
+//     network path (see the README on mTLS between sites).
 //   - x-grid-site and x-grid-backend are response headers the Server sets
 //     with Options.Sites: the site and the cluster that served.
 //

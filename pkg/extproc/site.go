@@ -21,10 +21,15 @@ const (
 	// forwarded to another site's gateway. The EPP of the site that
 	// receives it schedules it among its local pods only and never
 	// forwards it again, so two sites cannot bounce a request between
-	// them. See "Trusted headers" in the package documentation.
+	// them; it does so only when the value names a remote site of its
+	// topology. See "Trusted headers" in the package documentation.
 	OriginSiteHeader = "x-grid-origin-site"
 	// SiteHeader and BackendHeader name, on every routed response, the
 	// site and the cluster that served it (G-65).
+	// HopsHeader is set, to "1", on a request forwarded to another
+	// site; a request that carries it (a positive integer) is never
+	// forwarded again, even if the origin header was lost on the way.
+	HopsHeader    = "x-grid-hops"
 	SiteHeader    = "x-grid-site"
 	BackendHeader = "x-grid-backend"
 )
@@ -45,24 +50,32 @@ type siteRoute struct {
 // siteStep runs the site stage for req. It returns the refusal to send,
 // or whether the request goes to a remote site (st.site.remote).
 //
-// A request carrying OriginSiteHeader came from another site's EPP and
-// stays local (ReasonInbound); so does one carrying the gateway's subset
-// hint (ReasonSubsetHint, unless Options.DisableSubsetFilter): the hint
-// names endpoints of the local pool, which a remote site does not have,
-// so honouring it means scheduling here. Both still get the stage's model
-// checks (400, 404, the 429 of a shed model). Either way saturation shedding
-// no longer refuses (the seed's shedding rule, in the stage, is the one
-// that does), and the request is never forwarded.
+// A request that came from another site's EPP stays local
+// (ReasonInbound): one whose OriginSiteHeader names a remote site of the
+// topology, or that carries HopsHeader (forwarded once already, should
+// the origin header have been lost). It is not exempt from the local
+// saturation shedding: the header only keeps a request here, it does not
+// raise it. An origin header naming anything else (a forgery, this
+// site's own name) is ignored and the request is decided like any other.
+// A request carrying the gateway's subset hint (ReasonSubsetHint, unless
+// Options.DisableSubsetFilter) stays local too: the hint names endpoints
+// of the local pool, which a remote site does not have, so honouring it
+// means scheduling here. All of them still get the stage's model checks
+// (400, 404, the 429 of a shed model) and are never forwarded. For the
+// others (decided by the stage, and the subset hint) saturation shedding
+// no longer refuses: the seed's shedding rule, in the stage, is the one
+// that does.
 func (st *stream) siteStep(req *scheduling.Request) (*refusal, bool) {
 	stage := st.s.opts.Sites
-	req.SkipSaturationShedding = true
 	var d sitestage.Decision
 	switch {
-	case st.headers[OriginSiteHeader] != "":
+	case forwardedBefore(st.headers[HopsHeader]) || stage.RemoteSite(st.headers[OriginSiteHeader]):
 		d = stage.KeepLocal(req.TargetModel, sitestage.ReasonInbound)
 	case st.hasSubset && !st.s.opts.DisableSubsetFilter:
+		req.SkipSaturationShedding = true
 		d = stage.KeepLocal(req.TargetModel, sitestage.ReasonSubsetHint)
 	default:
+		req.SkipSaturationShedding = true
 		d = stage.Decide(req.TargetModel, req.Prompt.Text)
 	}
 	if d.Refusal != nil {
@@ -74,6 +87,23 @@ func (st *stream) siteStep(req *scheduling.Request) (*refusal, bool) {
 		st.site.origin, _ = stage.LocalSite()
 	}
 	return nil, !d.Local
+}
+
+// forwardedBefore reports whether a HopsHeader value says the request was
+// forwarded by a site already: a positive decimal integer (this EPP sets
+// "1"; anything else is ignored, never an error).
+func forwardedBefore(v string) bool {
+	if v == "" || len(v) > 3 {
+		return false
+	}
+	n := 0
+	for i := 0; i < len(v); i++ {
+		if v[i] < '0' || v[i] > '9' {
+			return false
+		}
+		n = n*10 + int(v[i]-'0')
+	}
+	return n > 0
 }
 
 // localSite sets the site headers of a request routed locally without the
@@ -120,11 +150,12 @@ func (st *stream) destination() string {
 	return joinTargets(st.targets)
 }
 
-// siteRequestHeaders adds OriginSiteHeader to a request forwarded to
-// another site.
+// siteRequestHeaders adds OriginSiteHeader and HopsHeader (1: a request
+// that carried it is never forwarded) to a request forwarded to another
+// site; both replace what the client sent.
 func (st *stream) siteRequestHeaders(set []*corev3.HeaderValueOption) []*corev3.HeaderValueOption {
 	if st.site.remote != "" {
-		set = append(set, headerOption(OriginSiteHeader, st.site.origin))
+		set = append(set, headerOption(OriginSiteHeader, st.site.origin), headerOption(HopsHeader, "1"))
 	}
 	return set
 }

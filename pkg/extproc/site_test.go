@@ -214,3 +214,63 @@ func BenchmarkRequestPathSites8(b *testing.B) {
 		i++
 	}
 }
+
+// TestSiteOriginHeaderTrustedOnlyForARemoteSite: an origin header that
+// names no remote site of the topology (a forgery, or this site's own
+// name) is ignored: the request goes through the stage like any other,
+// here to the remote site since the local one is unready, and the
+// forwarded request carries the origin and hop headers (review finding 5).
+func TestSiteOriginHeaderTrustedOnlyForARemoteSite(t *testing.T) {
+	holder := &sitestate.Holder{}
+	local := site("here", true, "")
+	local.Ready = false
+	holder.Store(&sitestate.Snapshot{Sites: []sitestate.Site{local, site("there", false, "127.0.0.2:9000")}, AnyModel: true})
+	h := start(t, queueConfig, threePods(), withSites(t, holder))
+	for _, forged := range []string{"nosuch", "here"} {
+		got := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions", extproc.OriginSiteHeader, forged),
+			body(siteBody, true), respHeaders("", true, ":status", "200")}, 3)
+		hs := setHeaders(got[0])
+		require.Equal(t, "127.0.0.2:9000", hs[extproc.DestinationHeader], "origin %q: %v", forged, hs)
+		require.Equal(t, "here", hs[extproc.OriginSiteHeader])
+		require.Equal(t, "1", hs[extproc.HopsHeader])
+	}
+}
+
+// TestSiteForwardedOnceIsNeverForwardedAgain: a request carrying the hop
+// header stays local even without the origin header (stripped on the
+// way), so a loop cannot form (review finding 5).
+func TestSiteForwardedOnceIsNeverForwardedAgain(t *testing.T) {
+	holder := &sitestate.Holder{}
+	local := site("here", true, "")
+	local.Ready = false
+	holder.Store(&sitestate.Snapshot{Sites: []sitestate.Site{local, site("there", false, "127.0.0.2:9000")}, AnyModel: true})
+	h := start(t, queueConfig, threePods(), withSites(t, holder))
+	got := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions", extproc.HopsHeader, "1"),
+		body(siteBody, true), respHeaders("", true, ":status", "200")}, 3)
+	hs := setHeaders(got[0])
+	require.True(t, strings.HasPrefix(hs[extproc.DestinationHeader], "127.10.0."), "local pod: %v", hs)
+	require.NotContains(t, hs, extproc.OriginSiteHeader)
+	require.Eventually(t, h.counters.allZero, 5*time.Second, 5*time.Millisecond)
+}
+
+// TestSiteInboundIsNotExemptFromSaturationShedding: a request kept local
+// because it came from another site (a valid origin) is shed by the local
+// saturation shedding like a request without multi-site, so the header
+// cannot be used to escape it (review finding 5).
+func TestSiteInboundIsNotExemptFromSaturationShedding(t *testing.T) {
+	objective := func(o *extproc.Options) {
+		o.Objective = func(name string) (int, bool) { return -1, name == "batch" }
+	}
+	holder := &sitestate.Holder{}
+	holder.Store(&sitestate.Snapshot{Sites: []sitestate.Site{site("here", true, ""), site("there", false, "127.0.0.2:9000")}, AnyModel: true})
+	h := start(t, queueConfig, threePods(), objective, withSites(t, holder))
+	for _, hdr := range []string{extproc.OriginSiteHeader, extproc.HopsHeader} {
+		val := "there"
+		if hdr == extproc.HopsHeader {
+			val = "1"
+		}
+		got := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions", extproc.ObjectiveHeader, "batch", hdr, val),
+			body(siteBody, true)}, 1)
+		require.Equal(t, int32(429), int32(got[0].GetImmediateResponse().GetStatus().GetCode()), "%s: threePods saturate the pool", hdr)
+	}
+}

@@ -188,8 +188,8 @@ func (s *Server) newMultisite(cfg MultisiteConfig) (*multisite, error) {
 // proberHealth is the learner's Health: the site step's gateway prober.
 type proberHealth struct{ m *multisite }
 
-func (h proberHealth) Demoted(site string) bool {
-	return h.m.step.health != nil && h.m.step.health.Demoted(site)
+func (h proberHealth) Demoted(site, gateway string) bool {
+	return h.m.step.health != nil && h.m.step.health.Demoted(site, gateway)
 }
 
 // start runs the multi-site loops on the server's run group.

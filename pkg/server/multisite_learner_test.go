@@ -16,7 +16,7 @@ import (
 
 type demoteAll struct{}
 
-func (demoteAll) Demoted(string) bool { return true }
+func (demoteAll) Demoted(string, string) bool { return true }
 
 // TestMultisiteLearner: the control step runs after the polls and on its
 // tick; its snapshot is in SiteStates, on /debug/sites (the "learner"
@@ -66,7 +66,7 @@ func TestMultisiteLearner(t *testing.T) {
 	assert.InDelta(t, 1, a.RhoCounted, 0.01, "steady at its soft bound")
 	assert.InDelta(t, 0.25, a.RhoReported, 1e-9)
 	assert.True(t, b.Demoted, "the Health source demotes remote sites")
-	assert.Equal(t, "gw.site-b.example:443", b.Gateway)
+	assert.Equal(t, "127.0.0.2:9", b.Gateway)
 	assert.Equal(t, []string{"m"}, sn.Known)
 	assert.True(t, sn.AnyModel, "site-b lists no models")
 	// Ticks keep stepping without new polls mattering.

@@ -72,7 +72,7 @@ func signalsRow(name, site, cluster, provider string, v float64) string {
 
 const topologyTwoSites = `sites:
 - {name: site-a, cluster: cluster-a, models: [m]}
-- {name: site-b, cluster: cluster-b, gateway: "gw.site-b.example:443"}
+- {name: site-b, cluster: cluster-b, gateway: "127.0.0.2:9"}   # nothing listens: a refused probe
 `
 
 // TestMultisiteSignals: with the multi-site source on, the server polls
@@ -135,7 +135,7 @@ func TestMultisiteSignals(t *testing.T) {
 	assert.Equal(t, "site-a", state.Sites[0].Name)
 	assert.True(t, state.Sites[0].Local)
 	assert.Equal(t, []string{"m"}, state.Sites[0].Models)
-	assert.Equal(t, "gw.site-b.example:443", state.Sites[1].Gateway)
+	assert.Equal(t, "127.0.0.2:9", state.Sites[1].Gateway)
 	require.NotNil(t, state.Sites[1].Rounds)
 	assert.Equal(t, uint64(3), *state.Sites[1].Rounds)
 	require.Len(t, state.Sites[1].Providers, 2)

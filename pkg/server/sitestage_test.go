@@ -44,7 +44,7 @@ func TestSiteStepWiring(t *testing.T) {
 	assert.Empty(t, st.LastError)
 	assert.Len(t, s.GatewayHealth().View().Sites, 1, "only the remote site is probed")
 	assert.Equal(t, st.Passes >= 2, st.Up, "up after two passes (a loaded machine may have run the second round already): %+v", st)
-	assert.False(t, s.GatewayHealth().Demoted("site-a"))
+	assert.False(t, s.GatewayHealth().Demoted("site-a", ""))
 	state := s.Sites()
 	require.Len(t, state.Sites, 2)
 	assert.Nil(t, state.Sites[0].GatewayHealth, "the local site is not probed")

@@ -71,6 +71,9 @@ type State struct {
 	LastError string `json:"lastError,omitempty"`
 	// Since is when Up last changed (or the target appeared).
 	Since time.Time `json:"since"`
+	// told is set once a pending gateway's Fall failures were logged at
+	// V(0), so a target that never comes up is reported once.
+	told bool
 }
 
 // View is an immutable set of gateway states by site.
@@ -127,7 +130,8 @@ func New(opts Options) (*Prober, error) {
 // dialProbe is a TCP connect check of a literal ip:port. A host name
 // fails without a lookup: the data plane routes to literal addresses
 // only (Envoy's ORIGINAL_DST, pkg/gateway), so a site whose gateway is a
-// name could not take a forwarded request anyway.
+// name could not take a forwarded request anyway (topology.Parse refuses
+// such a gateway; a Target from elsewhere may still carry one).
 func dialProbe(ctx context.Context, addr string) error {
 	if _, err := netip.ParseAddrPort(addr); err != nil {
 		return fmt.Errorf("gateway %q is not a literal ip:port (the data plane does not resolve names): %w", addr, err)
@@ -143,14 +147,21 @@ func dialProbe(ctx context.Context, addr string) error {
 // View returns the current view (read-only).
 func (p *Prober) View() *View { return p.view.Load() }
 
-// Demoted reports whether site's gateway is probed and not up: a remote
-// site that has not yet passed Rise probes in a row, or that failed Fall
-// in a row since. A site that is not probed (the local one, one without a
-// gateway, or before Run) is never demoted. One atomic load and a map
-// lookup; for the learner's control step.
-func (p *Prober) Demoted(site string) bool {
+// Demoted reports whether the remote site's gateway at address gateway
+// is not (yet) known to be up: true unless the latest round found that
+// very address up (Rise passes in a row, not Fall failures since). So a
+// site never probed (a new one, or before Run's first round) and a site
+// whose gateway moved are demoted until the new address passed Rise
+// probes (G-56): they take no traffic before any probe. A site without a
+// gateway ("": the local one, or an exporting cluster with no address,
+// which is not routable anyway) is never demoted. One atomic load and a
+// map lookup; for the learner's control step.
+func (p *Prober) Demoted(site, gateway string) bool {
+	if gateway == "" {
+		return false
+	}
 	st, ok := p.view.Load().Sites[site]
-	return ok && !st.Up
+	return !ok || !st.Up || st.Gateway != gateway
 }
 
 // Run probes every Interval, the first round at once, until ctx ends.
@@ -229,8 +240,11 @@ func (p *Prober) Round(ctx context.Context) {
 			st.Passes = 0
 			st.LastError = err.Error()
 			if st.Up && st.Fails >= p.opts.Fall {
-				st.Up, st.Since = false, now
+				st.Up, st.Since, st.told = false, now, true
 				p.opts.Logger.Info("Remote gateway is down: the site is demoted to a last resort", "site", tg.Site, "gateway", tg.Gateway, "error", err.Error())
+			} else if !st.Up && !st.told && st.Fails >= p.opts.Fall {
+				st.told = true
+				p.opts.Logger.Info("Remote gateway has not come up: the site stays demoted to a last resort", "site", tg.Site, "gateway", tg.Gateway, "error", err.Error())
 			}
 			p.opts.Logger.V(4).Info("Gateway probe failed", "site", tg.Site, "gateway", tg.Gateway, "error", err.Error())
 		}

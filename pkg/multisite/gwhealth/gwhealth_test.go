@@ -53,8 +53,8 @@ func newFake(t *testing.T, targets []Target, reg prometheus.Registerer) (*Prober
 func TestG56_UpAfterTwoPassesDownAfterTwoFailures(t *testing.T) {
 	p, f := newFake(t, []Target{{Site: "b", Gateway: "127.0.0.2:80"}}, nil)
 	ctx := context.Background()
-	if p.Demoted("b") {
-		t.Fatal("demoted before any probe")
+	if !p.Demoted("b", "127.0.0.2:80") {
+		t.Fatal("a gateway never probed must be demoted (G-56: up only after 2 passes)")
 	}
 	steps := []struct {
 		fail    bool
@@ -74,12 +74,15 @@ func TestG56_UpAfterTwoPassesDownAfterTwoFailures(t *testing.T) {
 	for i, s := range steps {
 		f.set("127.0.0.2:80", s.fail)
 		p.Round(ctx)
-		if got := p.Demoted("b"); got != s.demoted {
+		if got := p.Demoted("b", "127.0.0.2:80"); got != s.demoted {
 			t.Fatalf("step %d (fail=%v): demoted %v, want %v (%+v)", i, s.fail, got, s.demoted, p.View().Sites["b"])
 		}
 	}
-	if p.Demoted("local") {
-		t.Fatal("a site that is not probed is never demoted")
+	if p.Demoted("local", "") {
+		t.Fatal("a site without a gateway (the local one) is never demoted")
+	}
+	if !p.Demoted("new", "127.0.0.5:80") {
+		t.Fatal("a site the prober has not seen yet is demoted")
 	}
 	if DefaultInterval != 3*time.Second || DefaultRise != 2 {
 		t.Fatal("G-56: every 3 s, up after 2 passes")
@@ -113,15 +116,25 @@ func TestGatewayMovedStartsPending(t *testing.T) {
 	}
 	p.Round(context.Background())
 	p.Round(context.Background())
-	if p.Demoted("b") {
+	if p.Demoted("b", "127.0.0.2:80") {
 		t.Fatal("up")
 	}
 	mu.Lock()
 	targets = []Target{{Site: "b", Gateway: "127.0.0.9:80"}}
 	mu.Unlock()
+	// Right after the move, before any round: the new address has not
+	// been probed, so the site is demoted at once (the learner asks with
+	// the topology's current address).
+	if !p.Demoted("b", "127.0.0.9:80") {
+		t.Fatal("a moved gateway is demoted before its new address is probed")
+	}
 	p.Round(context.Background())
-	if !p.Demoted("b") {
+	if !p.Demoted("b", "127.0.0.9:80") {
 		t.Fatal("a moved gateway must pass twice again")
+	}
+	p.Round(context.Background())
+	if p.Demoted("b", "127.0.0.9:80") {
+		t.Fatal("two passes at the new address: up")
 	}
 }
 
@@ -156,8 +169,8 @@ func TestGaugeUpAndNaNWhenTheSiteLeaves(t *testing.T) {
 	if !math.IsNaN(gauge()) {
 		t.Fatal("a site that left reads NaN")
 	}
-	if p.Demoted("b") {
-		t.Fatal("a site that left is not demoted")
+	if !p.Demoted("b", "127.0.0.2:80") {
+		t.Fatal("a site that left has no state: demoted if asked")
 	}
 }
 
@@ -188,7 +201,7 @@ func TestG56_RunProbesRealGatewaysOnLoopback(t *testing.T) {
 	go func() { defer close(done); p.Run(ctx) }()
 	waitFor(t, func() bool { st, ok := p.View().Sites["b"]; return ok && st.Up })
 	_ = lis.Close()
-	waitFor(t, func() bool { return p.Demoted("b") })
+	waitFor(t, func() bool { return p.Demoted("b", addr) })
 	if st := p.View().Sites["b"]; st.LastError == "" || st.Fails < 2 {
 		t.Fatalf("%+v", st)
 	}
@@ -224,7 +237,7 @@ func TestG55_ReturnNeedsHealthAndSignals(t *testing.T) {
 	}
 	snap := func() {
 		b := sitestate.Site{Name: "b", Cluster: "b", Gateway: "127.0.0.2:80", Ready: true, Telemetry: true, PublishesLoad: true,
-			Room: true, Rho: 0, RhoFresh: true, Capacity: 1000, CapacityKnown: true, Demoted: p.Demoted("b")}
+			Room: true, Rho: 0, RhoFresh: true, Capacity: 1000, CapacityKnown: true, Demoted: p.Demoted("b", "127.0.0.2:80")}
 		a := sitestate.Site{Name: "a", Cluster: "a", Local: true, Ready: true, Telemetry: true, PublishesLoad: true,
 			Rho: 1.5, RhoFresh: true, Queued: true, Capacity: 1, CapacityKnown: true, QueueDepth: 3}
 		h.Store(&sitestate.Snapshot{Sites: []sitestate.Site{a, b}, AnyModel: true})

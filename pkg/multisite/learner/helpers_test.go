@@ -30,7 +30,7 @@ type rig struct {
 
 type fakeHealth map[string]bool
 
-func (h fakeHealth) Demoted(site string) bool { return h[site] }
+func (h fakeHealth) Demoted(site, _ string) bool { return h[site] }
 
 func defaultPeers() []topology.Site {
 	return []topology.Site{

@@ -15,11 +15,12 @@ import (
 
 // Health is the source of health demotion (G-21, G-56): the remote-gateway
 // prober (pkg/multisite/gwhealth) implements it. Demoted reports whether
-// the gateway's health checks of the site currently fail. It is called
-// once per remote site per control step, so it must be cheap and must not
-// block.
+// the site's gateway, at the address the topology gives it now, is not
+// known to be up (never probed, failing, or probed at another address).
+// It is called once per remote site per control step, so it must be cheap
+// and must not block.
 type Health interface {
-	Demoted(site string) bool
+	Demoted(site, gateway string) bool
 }
 
 // Options configure a Learner.
@@ -508,7 +509,7 @@ func (l *Learner) stepSite(ts *topology.Site, ss *sitestore.Site, sn *sitestore.
 
 	// Demotion (G-21): only remote sites are probed.
 	if !ts.Local && l.health != nil {
-		st.Demoted = l.health.Demoted(ts.Name)
+		st.Demoted = l.health.Demoted(ts.Name, ts.Gateway)
 	}
 	if newSample {
 		sl.lastStamp = stamp

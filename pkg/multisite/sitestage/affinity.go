@@ -174,26 +174,27 @@ func (a *affinity) match(k *blockKeys) (site uint64, run int) {
 	return site, run
 }
 
-// narrow keeps, within the chosen tier c, only the site the request's
+// preferred returns the index (into sites) of the site the request's
 // prefix was last sent to, when the shared run is at least minRun blocks
-// and that site is in c; otherwise c is left as it is. It never adds a
-// site, and never empties c (G-24).
-func (a *affinity) narrow(sites []sitestate.Site, c *set, k *blockKeys) {
+// and that site is in the chosen tier c; otherwise -1. The draw uses it
+// only to choose between the two sites it drew (G-24: it never adds a
+// site, never leaves the tier, never removes one from the draw), so a
+// prefix many requests share does not pull them all to one site.
+func (a *affinity) preferred(sites []sitestate.Site, c *set, k *blockKeys) int {
 	if c.n < 2 || k.n < a.minRun {
-		return
+		return -1
 	}
 	site, run := a.match(k)
 	if run < a.minRun {
-		return
+		return -1
 	}
 	keys := a.siteKeys(sites)
 	for j := 0; j < c.n; j++ {
 		if keys[c.idx[j]] == site {
-			c.idx[0] = c.idx[j]
-			c.n = 1
-			return
+			return int(c.idx[j])
 		}
 	}
+	return -1
 }
 
 // record notes that the request's blocks were sent to site.

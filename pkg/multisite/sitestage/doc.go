@@ -27,8 +27,9 @@
 //     the last resort (health-demoted sites, G-21: the front candidate,
 //     the first by name, G-57). Demoted sites are in no tier. Nothing
 //     left: 503 no_healthy_site with Retry-After (G-64).
-//  5. The site-level prefix affinity narrows within the chosen tier only
-//     (G-24).
+//  5. The site-level prefix affinity names at most one site of the chosen
+//     tier (G-24); the draw uses it only between the two sites it draws.
+//     The last resort ignores it (G-57's front candidate).
 //  6. The draw (G-30 … G-36): in T1/T2 when every site has fresh rho,
 //     lone (one site), between_two (two: capacity/(1+rho), shares clamped
 //     to 10 … 90 %), two_choices (three or more: two distinct
@@ -55,11 +56,19 @@
 // where the leading 256-byte blocks of recent prompts were sent. A
 // request hashes its first MaxBlocks whole blocks (chained, as the
 // prefix-cache producer chains them); when the record holds a run of at
-// least MinRun (4) leading blocks, the tier is narrowed to the site the
-// longest run was sent to, if that site is in the tier; otherwise the
-// tier is left whole. Affinity never adds a site and never crosses a
-// tier. After the pick every block is recorded for the chosen site, so a
-// newer placement replaces an older one. The pods' own prefix scorer
+// least MinRun (4) leading blocks, the site the longest run was sent to
+// is the affinity's site, if it is in the tier. It does not narrow the
+// tier to that site: two_choices keeps it when it is one of the two sites
+// drawn (instead of the lower rho), between_two and by_capacity draw a
+// second time and keep it when either draw hits it, lone and the last
+// resort ignore it. Narrowing would send every request sharing a long
+// system prompt to one site (each pick is recorded, so the site that
+// took the first keeps them all) and undo the capacity split; this way
+// requests sharing a prefix still spread (three equal sites: about 1/3
+// each, the affinity's site 2/3 of the draws while the record stays).
+// Affinity never adds a site and never crosses a tier. After the pick
+// every block is recorded for the chosen site, so a newer placement
+// replaces an older one. The pods' own prefix scorer
 // then works inside the site as before.
 //
 // # Metrics

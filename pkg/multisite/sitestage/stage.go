@@ -148,6 +148,10 @@ type Stage struct {
 	selections [6]prometheus.Counter
 	decisions  *prometheus.CounterVec
 	refusals   [4]prometheus.Counter // site "", RefusalReasons
+	// local are the decision counters of LocalSite by Reasons, for
+	// decisions without a snapshot index (no snapshot yet), each resolved
+	// once on first use (so no zero series appears before).
+	local []atomic.Pointer[counterRef]
 	// counters caches the decision counters of the latest snapshot's
 	// sites, so the request path takes no lock of the CounterVec.
 	counters atomic.Pointer[siteCounters]
@@ -195,6 +199,7 @@ func New(opts Options) (*Stage, error) {
 	for i, r := range RefusalReasons {
 		s.refusals[i] = s.decisions.WithLabelValues("", r)
 	}
+	s.local = make([]atomic.Pointer[counterRef], len(Reasons))
 	if opts.Registerer != nil {
 		if err := opts.Registerer.Register(sel); err != nil {
 			return nil, err
@@ -258,6 +263,23 @@ func (s *Stage) KeepLocal(model, reason string) Decision {
 	return d
 }
 
+// RemoteSite reports whether name is a remote site of the latest
+// snapshot (so not this EPP's own site, nor a name the topology does not
+// have). extproc trusts the origin header of an inbound request only
+// when it names one. One atomic load and at most MaxSites comparisons.
+func (s *Stage) RemoteSite(name string) bool {
+	sn := s.holder.Load()
+	if sn == nil || name == "" {
+		return false
+	}
+	for i := range sn.Sites {
+		if sn.Sites[i].Name == name {
+			return !sn.Sites[i].Local
+		}
+	}
+	return false
+}
+
 // modelChecks is step 1 of the request step: no model (400), a model no
 // site serves (404), a shed model (429).
 func modelChecks(sn *sitestate.Snapshot, model string, turn uint64) (Decision, bool) {
@@ -298,7 +320,20 @@ func (s *Stage) count(sn *sitestate.Snapshot, d *Decision) {
 			return
 		}
 	}
-	s.decisions.WithLabelValues(d.Site, d.Reason).Inc()
+	if d.Site == s.localSite {
+		for i, r := range Reasons {
+			if r == d.Reason {
+				ref := s.local[i].Load()
+				if ref == nil {
+					ref = &counterRef{s.decisions.WithLabelValues(s.localSite, r)}
+					s.local[i].Store(ref)
+				}
+				ref.Inc()
+				return
+			}
+		}
+	}
+	s.decisions.WithLabelValues(d.Site, d.Reason).Inc() // not reached by the stage's own decisions
 }
 
 // siteCounter returns the cached decision counter of site i of sn for
@@ -434,14 +469,17 @@ func (s *Stage) decide(sn *sitestate.Snapshot, model string, keys *blockKeys, tu
 			return noRoute(model, turn)
 		}
 	}
-	// 7. Affinity narrows within the tier only (G-24).
-	if s.aff != nil {
-		s.aff.narrow(sites, chosen, keys)
+	// 7. Affinity: the tier's site the prefix was last sent to, if any
+	// (G-24); the draw only uses it to choose between the two sites it
+	// drew.
+	pref := -1
+	if s.aff != nil && tier != TierLastResort { // G-57: the front candidate, whatever the prefix
+		pref = s.aff.preferred(sites, chosen, keys)
 	}
 	// 8. The draw.
 	r1 := mix(turn, s.salt)
 	r2 := mix(r1, s.salt^0x9e3779b97f4a7c15)
-	pick, path := draw(sites, chosen, tier, r1, r2)
+	pick, path := draw(sites, chosen, tier, r1, r2, pref)
 	st := &sites[pick]
 	d := Decision{Site: st.Name, Cluster: st.Cluster, Local: st.Local, Tier: tier, Path: path, idx: int16(pick) + 1}
 	if !st.Local {
@@ -471,13 +509,15 @@ func refusal(status int, reason, errType, msg string, retry time.Duration) Decis
 }
 
 // draw picks one site of c (G-30 … G-36) with the random words r1, r2.
-func draw(sites []sitestate.Site, c *set, tier Tier, r1, r2 uint64) (int, string) {
+// pref is the affinity's site (an index into sites, -1 for none): it wins
+// when it is one of the two sites a draw takes, never otherwise (G-24).
+func draw(sites []sitestate.Site, c *set, tier Tier, r1, r2 uint64, pref int) (int, string) {
 	switch tier {
 	case TierLastResort:
 		// G-57: the front candidate (the first by name).
 		return int(c.idx[0]), PathFallback
 	case TierFallback:
-		return byCapacity(sites, c, r1), PathFallback
+		return byCapacity(sites, c, r1, r2, pref), PathFallback
 	}
 	if c.n == 1 {
 		return int(c.idx[0]), PathLone
@@ -492,9 +532,9 @@ func draw(sites []sitestate.Site, c *set, tier Tier, r1, r2 uint64) (int, string
 		}
 		if fresh {
 			if c.n == 2 {
-				return betweenTwo(sites, c, r1), PathBetweenTwo
+				return betweenTwo(sites, c, r1, r2, pref), PathBetweenTwo
 			}
-			return twoChoices(sites, c, r1, r2), PathTwoChoices
+			return twoChoices(sites, c, r1, r2, pref), PathTwoChoices
 		}
 	}
 	// Queue-only (no fresh rho) and saturated selection: the least-queue
@@ -506,7 +546,7 @@ func draw(sites []sitestate.Site, c *set, tier Tier, r1, r2 uint64) (int, string
 	if c.n == 1 {
 		return int(c.idx[0]), path
 	}
-	return byCapacity(sites, c, r1), path
+	return byCapacity(sites, c, r1, r2, pref), path
 }
 
 // queueTie keeps the sites tied on the least queue depth; it reports
@@ -586,20 +626,34 @@ func pickWeighted(c *set, w *[sitestate.MaxSites]float64, skip int, r uint64) in
 	return last
 }
 
-func byCapacity(sites []sitestate.Site, c *set, r uint64) int {
+// byCapacity draws by capacity with r1; when pref is not that site, a
+// second distinct draw (r2) that hits pref takes it instead.
+func byCapacity(sites []sitestate.Site, c *set, r1, r2 uint64, pref int) int {
 	var w [sitestate.MaxSites]float64
 	weights(sites, c, &w)
-	return int(c.idx[pickWeighted(c, &w, -1, r)])
+	a := pickWeighted(c, &w, -1, r1)
+	ia := int(c.idx[a])
+	if pref < 0 || ia == pref || c.n < 2 {
+		return ia
+	}
+	if ib := int(c.idx[pickWeighted(c, &w, a, r2)]); ib == pref {
+		return ib
+	}
+	return ia
 }
 
 // twoChoices takes two distinct capacity-weighted draws and keeps the one
-// with the lower rho; a tie keeps the first (G-31).
-func twoChoices(sites []sitestate.Site, c *set, r1, r2 uint64) int {
+// with the lower rho; a tie keeps the first (G-31). When pref is one of
+// the two, it is kept (G-24).
+func twoChoices(sites []sitestate.Site, c *set, r1, r2 uint64, pref int) int {
 	var w [sitestate.MaxSites]float64
 	weights(sites, c, &w)
 	a := pickWeighted(c, &w, -1, r1)
 	b := pickWeighted(c, &w, a, r2)
 	ia, ib := int(c.idx[a]), int(c.idx[b])
+	if pref >= 0 && (ia == pref || ib == pref) {
+		return pref
+	}
 	if sites[ib].Rho < sites[ia].Rho {
 		return ib
 	}
@@ -613,8 +667,10 @@ const (
 )
 
 // betweenTwo weighs the two sites capacity/(1+rho), clamps the first's
-// share to [MinShare, MaxShare] and draws once (G-32).
-func betweenTwo(sites []sitestate.Site, c *set, r uint64) int {
+// share to [MinShare, MaxShare] and draws once (G-32). With an affinity
+// site pref, a second draw (r2) from the same share that hits pref takes
+// it, so pref gets 1-(1-share)² rather than every request (G-24).
+func betweenTwo(sites []sitestate.Site, c *set, r, r2 uint64, pref int) int {
 	var w [sitestate.MaxSites]float64
 	weights(sites, c, &w)
 	a, b := &sites[c.idx[0]], &sites[c.idx[1]]
@@ -625,10 +681,20 @@ func betweenTwo(sites []sitestate.Site, c *set, r uint64) int {
 		share = wa / t
 	}
 	share = math.Min(MaxShare, math.Max(MinShare, share))
+	pick := int(c.idx[1])
 	if unit(r) < share {
-		return int(c.idx[0])
+		pick = int(c.idx[0])
 	}
-	return int(c.idx[1])
+	if pref >= 0 && pick != pref {
+		second := int(c.idx[1])
+		if unit(r2) < share {
+			second = int(c.idx[0])
+		}
+		if second == pref {
+			return pref
+		}
+	}
+	return pick
 }
 
 // mix is the salted 64-bit hash of the request counter (G-37): the

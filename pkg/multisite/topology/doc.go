@@ -27,7 +27,7 @@
 //	sites:
 //	- name: site-b                     # DNS-1123 label, unique
 //	  cluster: cluster-b               # DNS-1123 subdomain, unique
-//	  gateway: gw.site-b.example:443   # host:port; optional for the local site
+//	  gateway: 10.20.0.10:443          # ip:port (no host names); optional for the local site
 //	  models: [meta-llama/Llama-3.1-8B-Instruct]   # optional: empty = every model
 //
 // An invalid file is refused at start (the EPP does not start) and on

@@ -29,7 +29,7 @@ var (
 //	sites:
 //	- name: site-b                # DNS-1123 label (grid_site); unique
 //	  cluster: cluster-b          # DNS-1123 subdomain (grid_cluster); unique
-//	  gateway: gw.site-b.example:443   # host:port; required but for the local site
+//	  gateway: 10.20.0.10:443     # ip:port, no host name; required but for the local site
 //	  models: [llama-3-8b]        # optional; empty: every model
 //
 // Decoding is strict: an unknown or repeated key, a value of the wrong

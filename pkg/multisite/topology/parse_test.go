@@ -20,7 +20,7 @@ sites:
   models: [llama]
 - name: site-b
   cluster: cluster-b.example
-  gateway: GW.Site-B.example:443
+  gateway: 10.1.0.2:443
   models: [mistral, llama]
 - name: site-c
   cluster: cluster-c
@@ -32,7 +32,7 @@ func TestParse(t *testing.T) {
 	require.NoError(t, err)
 	want := []Site{
 		{Name: "site-a", Cluster: "cluster-a", Models: []string{"llama"}},
-		{Name: "site-b", Cluster: "cluster-b.example", Gateway: "gw.site-b.example:443", Models: []string{"llama", "mistral"}},
+		{Name: "site-b", Cluster: "cluster-b.example", Gateway: "10.1.0.2:443", Models: []string{"llama", "mistral"}},
 		{Name: "site-c", Cluster: "cluster-c", Gateway: "[::1]:8443"},
 	}
 	if d := cmp.Diff(want, sites); d != "" {
@@ -80,7 +80,7 @@ func TestParseErrors(t *testing.T) {
 			`sites[0].zone: unknown field "zone" (allowed: name, cluster, gateway, models)`,
 			"sites[0].name: \"Site_B\" must be a DNS-1123 label",
 			"sites[0].cluster: \"-bad\" must be a DNS-1123 subdomain",
-			"sites[0].gateway: \"nohost\" is not host:port",
+			"sites[0].gateway: \"nohost\" is not ip:port",
 			"sites[0].models[0]: \" spaced\": must not contain spaces",
 			"sites[0].models[1]: expected a model name (a string), got a number",
 			"sites[0].models[2]: must not be empty",
@@ -91,17 +91,21 @@ func TestParseErrors(t *testing.T) {
 			"sites[3].gateway: \"[fe80::1%eth0]:80\": an IPv6 zone is not allowed",
 		}},
 		{"duplicates", `sites:
-- {name: b, cluster: c1, gateway: "b:1", models: [m, m]}
-- {name: b, cluster: c1, gateway: "b:2"}
+- {name: b, cluster: c1, gateway: "10.0.0.1:1", models: [m, m]}
+- {name: b, cluster: c1, gateway: "10.0.0.1:2"}
 `, []string{
 			`sites[0].models[1]: "m" is also models[0]`,
 			`sites[1].name: "b" is also the name of sites[0]`,
 			`sites[1].cluster: "c1" is also the cluster of sites[0]`,
 		}},
+		// The data plane routes to literal addresses (ORIGINAL_DST-like),
+		// so a gateway named by a host name could never take a request.
+		{"gateway a host name", "sites:\n- {name: b, cluster: c1, gateway: \"10.0.0.2:443\"}\n- {name: c, cluster: c2, gateway: gw.example:443}\n",
+			[]string{`sites[1].gateway: "gw.example:443": the host must be an IP address`}},
 		{"gateway required for a remote site", "sites: [{name: b, cluster: c}]\n", []string{"sites[0].gateway: required"}},
 		{"local site with another cluster", "sites: [{name: site-a, cluster: other}]\n", []string{`sites[0].cluster: site "site-a" is the local site, whose cluster is "cluster-a"`}},
-		{"another site with the local cluster", "sites: [{name: b, cluster: cluster-a, gateway: \"b:1\"}]\n", []string{`sites[0].cluster: "cluster-a" is the local site's cluster`}},
-		{"typo", "sites: [{name: b, clustr: c, gateway: \"b:1\"}]\n", []string{`sites[0].clustr: unknown field "clustr" (did you mean "cluster"?)`, "sites[0].cluster: required"}},
+		{"another site with the local cluster", "sites: [{name: b, cluster: cluster-a, gateway: \"10.0.0.1:1\"}]\n", []string{`sites[0].cluster: "cluster-a" is the local site's cluster`}},
+		{"typo", "sites: [{name: b, clustr: c, gateway: \"10.0.0.1:1\"}]\n", []string{`sites[0].clustr: unknown field "clustr" (did you mean "cluster"?)`, "sites[0].cluster: required"}},
 		{"alias bomb", "a: &a [x,x,x,x,x,x,x,x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a,*a,*a,*a,*a,*a,*a,*a]\nc: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: &d [*c,*c,*c,*c,*c,*c,*c,*c,*c,*c,*c,*c,*c,*c,*c,*c]\ne: &e [*d,*d,*d,*d,*d,*d,*d,*d,*d,*d,*d,*d,*d,*d,*d,*d]\nf: [*e,*e,*e,*e,*e,*e,*e,*e,*e,*e,*e,*e,*e,*e,*e,*e]\n",
 			[]string{": the document is more than 1048576 bytes once its YAML aliases are expanded"}},
 		{"too many sites", "sites:\n" + strings.Repeat("- {name: x}\n", MaxSites+1), []string{"sites: 65 sites exceed the limit of 64"}},
@@ -109,7 +113,7 @@ func TestParseErrors(t *testing.T) {
 			var b strings.Builder
 			b.WriteString("sites:\n")
 			for i := range MaxSites {
-				b.WriteString("- {name: s" + string(rune('a'+i/26)) + string(rune('a'+i%26)) + ", cluster: c" + string(rune('a'+i/26)) + string(rune('a'+i%26)) + ", gateway: \"h:1\"}\n")
+				b.WriteString("- {name: s" + string(rune('a'+i/26)) + string(rune('a'+i%26)) + ", cluster: c" + string(rune('a'+i/26)) + string(rune('a'+i%26)) + ", gateway: \"10.0.0.1:1\"}\n")
 			}
 			return b.String()
 		}(), []string{`sites: 64 sites and the local site "site-a" exceed the limit of 64`}},
@@ -140,12 +144,13 @@ func TestParseTooLarge(t *testing.T) {
 
 func TestCanonicalGateway(t *testing.T) {
 	for in, want := range map[string]string{
-		"gw.example:443":    "gw.example:443",
-		"GW.Example:443":    "gw.example:443",
+		"gw.example:443":    "",
+		"GW.Example:443":    "",
+		"10.0.0.1:443":      "10.0.0.1:443",
 		"127.0.0.1:80":      "127.0.0.1:80",
 		"[0:0::1]:80":       "[::1]:80",
-		"localhost:1":       "localhost:1",
-		"gw.example:65536":  "",
+		"localhost:1":       "",
+		"10.0.0.1:65536":    "",
 		"gw.example:+1":     "",
 		"gw.example:01":     "",
 		":80":               "",

@@ -232,13 +232,16 @@ func (subject) Subject() string { return "site topology" }
 
 type errorList = fielderr.List[subject]
 
-// CanonicalGateway checks a gateway address (host:port, the host a DNS
-// name or an IP address, IPv6 in brackets) and returns it in canonical
-// form: the host in lower case, an IP address as netip formats it.
+// CanonicalGateway checks a gateway address (ip:port, IPv6 in brackets)
+// and returns it in canonical form, the IP address as netip formats it.
+// A host name is refused: the data plane routes a forwarded request to
+// a literal address (ORIGINAL_DST-like, pkg/gateway) and the health
+// prober dials one, so a site named by a host name could never take a
+// request. Resolve names when the topology file is written.
 func CanonicalGateway(hp string) (string, error) {
 	host, port, err := net.SplitHostPort(hp)
 	if err != nil {
-		return "", fmt.Errorf("%q is not host:port (write IPv6 addresses in brackets, [::1]:443)", hp)
+		return "", fmt.Errorf("%q is not ip:port (write IPv6 addresses in brackets, [::1]:443)", hp)
 	}
 	p, err := strconv.Atoi(port)
 	if err != nil || p < 1 || p > 65535 || strconv.Itoa(p) != port {
@@ -247,20 +250,17 @@ func CanonicalGateway(hp string) (string, error) {
 	if host == "" {
 		return "", fmt.Errorf("%q has no host", hp)
 	}
-	if ip, err := netip.ParseAddr(host); err == nil {
-		if ip.Zone() != "" {
-			return "", fmt.Errorf("%q: an IPv6 zone is not allowed", hp)
+	ip, err := netip.ParseAddr(host)
+	if err != nil {
+		if strings.Trim(host, "0123456789.") == "" {
+			return "", fmt.Errorf("%q: the host is not a valid IPv4 address", hp)
 		}
-		return net.JoinHostPort(ip.String(), port), nil
+		return "", fmt.Errorf("%q: the host must be an IP address: the data plane does not resolve names", hp)
 	}
-	lower := strings.ToLower(host)
-	if err := signals.ValidateSubdomain(lower); err != nil {
-		return "", fmt.Errorf("%q: the host is neither an IP address nor a DNS name: %v", hp, err)
+	if ip.Zone() != "" {
+		return "", fmt.Errorf("%q: an IPv6 zone is not allowed", hp)
 	}
-	if strings.Trim(lower, "0123456789.") == "" {
-		return "", fmt.Errorf("%q: the host is not a valid IPv4 address", hp)
-	}
-	return net.JoinHostPort(lower, port), nil
+	return net.JoinHostPort(ip.String(), port), nil
 }
 
 // checkModel reports what is wrong with a model name, or "".

@@ -164,7 +164,7 @@ func TestWatcher(t *testing.T) {
 	assert.Same(t, top, w.Topology())
 
 	// A good edit takes over.
-	writeAtomic(t, path, "sites:\n- {name: site-b, cluster: cluster-b, gateway: \"gw-b:443\"}\n")
+	writeAtomic(t, path, "sites:\n- {name: site-b, cluster: cluster-b, gateway: \"10.0.0.2:443\"}\n")
 	require.Eventually(t, func() bool { return w.Topology().Len() == 2 }, 5*time.Second, 5*time.Millisecond)
 	assert.False(t, w.Topology().Has("site-c"))
 
