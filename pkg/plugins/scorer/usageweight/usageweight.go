@@ -157,9 +157,7 @@ type Scorer struct {
 // address: the metering window and the latest observation.
 type endpointState struct {
 	key, hostPort string
-	win           atomic.Int64 // index of the window the counts belong to
-	tokens        atomic.Int64
-	requests      atomic.Int64
+	meter         atomic.Pointer[meter] // nil: nothing metered yet
 	obs           atomic.Pointer[Observation]
 	decl          atomic.Pointer[declaration]
 	series        [len(reasonsAll)]atomic.Pointer[prometheus.Counter]
@@ -316,32 +314,42 @@ func (s *Scorer) stateFor(e *scheduling.Endpoint) *endpointState {
 	return st
 }
 
-// used returns the tokens and requests metered in the current window.
-func (st *endpointState) used(win int64) (tokens, requests int64) {
-	if st.win.Load() != win {
-		return 0, 0
-	}
-	return st.tokens.Load(), st.requests.Load()
+// meter is one window's metered use. It is immutable: add swaps in a
+// new one (window and counts in one CAS), so a rollover never wipes an
+// add of the new window and a reader never sees old counts as new.
+type meter struct {
+	win              int64 // index of the window the counts belong to
+	tokens, requests int64
 }
 
-// add meters one completed attempt in window win.
+// used returns the tokens and requests metered in window win.
+func (st *endpointState) used(win int64) (tokens, requests int64) {
+	m := st.meter.Load()
+	if m == nil || m.win != win {
+		return 0, 0
+	}
+	return m.tokens, m.requests
+}
+
+// add meters one completed attempt in window win; an attempt of a window
+// older than the current one is dropped.
 func (st *endpointState) add(win, tokens int64) {
 	for {
-		cur := st.win.Load()
-		if cur >= win {
-			break
+		cur := st.meter.Load()
+		next := &meter{win: win, tokens: tokens, requests: 1}
+		if cur != nil {
+			if cur.win > win {
+				return // a later window already started: this attempt is old
+			}
+			if cur.win == win {
+				next.tokens += cur.tokens
+				next.requests += cur.requests
+			}
 		}
-		if st.win.CompareAndSwap(cur, win) {
-			st.tokens.Store(0)
-			st.requests.Store(0)
-			break
+		if st.meter.CompareAndSwap(cur, next) {
+			return
 		}
 	}
-	if st.win.Load() != win {
-		return // a later window already started: this attempt is old
-	}
-	st.tokens.Add(tokens)
-	st.requests.Add(1)
 }
 
 // Remaining is the share of e's quota left and whether e takes part:

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -354,4 +355,38 @@ func TestC38_SweepSeriesOfEarlierInstances(t *testing.T) {
 	require.Len(t, counts(t, reg), 1, "kept for the type")
 	next.prune([]*scheduling.Endpoint{b})
 	assert.Empty(t, counts(t, reg))
+}
+
+// TestC38_RolloverKeepsEveryCount: many attempts metered at the instant a
+// window starts are all counted; the rollover of one never wipes another,
+// and a reader never sees the old window's counts as the new one's.
+func TestC38_RolloverKeepsEveryCount(t *testing.T) {
+	const goroutines, perG = 8, 200
+	for round := range 50 {
+		st := &endpointState{}
+		w := int64(100 + round)
+		for range 5 {
+			st.add(w, 1000) // the old window has counts
+		}
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for range goroutines {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				for range perG {
+					st.add(w+1, 1)
+					if tok, req := st.used(w + 1); tok != req {
+						t.Errorf("round %d: window %d reads %d tokens for %d requests (old counts read as new)", round, w+1, tok, req)
+						return
+					}
+				}
+			}()
+		}
+		close(start)
+		wg.Wait()
+		tok, req := st.used(w + 1)
+		require.Equal(t, [2]int64{goroutines * perG, goroutines * perG}, [2]int64{tok, req}, "round %d", round)
+	}
 }
