@@ -16,7 +16,8 @@ import (
 )
 
 // usageConfig puts the usage-weight term, with quota-aware observation
-// (TTL 5s), before a round-robin strategy-picker whose threshold the term
+// (TTL 5s; a metering window of an hour, so the whole test is one window
+// however slow the machine), before a round-robin strategy-picker whose threshold the term
 // (at most 0.2) can reach.
 const usageConfig = `apiVersion: inference.networking.x-k8s.io/v1alpha1
 kind: EndpointPickerConfig
@@ -24,7 +25,7 @@ plugins:
 - type: usage-weight-scorer
   parameters:
     weight: 0.2
-    stalenessInterval: 60s
+    stalenessInterval: 1h
     quotaAware: {enabled: true, ttl: 5s}
 - type: strategy-picker
   parameters: {strategy: RoundRobin, scorerThreshold: 0.1}
