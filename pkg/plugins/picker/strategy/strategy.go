@@ -167,6 +167,18 @@ const (
 	DecidedByStrategy = "strategy"
 )
 
+// DecidedByKeyName is the name of DecidedByKey. A plugin that needs the
+// value declares its own scheduling.NewStateKey[string] of this name
+// (plugins never import each other).
+const DecidedByKeyName = "strategy-picker-decided-by"
+
+// DecidedByKey records on the request who decided the strategy-picker's
+// primary target: DecidedByScorers or DecidedByStrategy. It is set on
+// every pick of a request (not on a FallbacksOnly call); with several
+// profiles the last profile's pick wins. Terms read it in PreRequest to
+// count only the passes they decided (usage-weight-scorer, C-38).
+var DecidedByKey = scheduling.NewStateKey[string](DecidedByKeyName)
+
 // Strategy returns the canonical name of the strategy in effect.
 func (p *Picker) Strategy() string { return p.params.Strategy }
 
@@ -199,6 +211,9 @@ func (p *Picker) PickInProfile(ctx context.Context, req *scheduling.Request, sco
 	top := p.decided(scored, info.TotalWeight)
 	if top < 0 {
 		p.byStrat.Inc()
+		if req != nil && !info.FallbacksOnly {
+			DecidedByKey.Set(req, DecidedByStrategy)
+		}
 		res := p.runStrategy(ctx, req, scored, info)
 		if l := p.log.V(4); l.Enabled() && len(res.Targets) > 0 {
 			l.Info("Strategy picker: the strategy decided", "strategy", p.params.Strategy, "endpoint", res.Targets[0].String(), "request", requestID(req))
@@ -207,6 +222,9 @@ func (p *Picker) PickInProfile(ctx context.Context, req *scheduling.Request, sco
 	}
 	chosen := scored[top]
 	p.byScorers.Inc()
+	if req != nil && !info.FallbacksOnly {
+		DecidedByKey.Set(req, DecidedByScorers)
+	}
 	if l := p.log.V(4); l.Enabled() {
 		l.Info("Strategy picker: the scorers decided", "endpoint", chosen.Endpoint.String(), "score", chosen.Score,
 			"threshold", p.threshold*info.TotalWeight, "margin", p.margin*info.TotalWeight, "totalWeight", info.TotalWeight, "request", requestID(req))

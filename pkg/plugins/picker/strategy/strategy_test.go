@@ -214,9 +214,19 @@ func TestC02_ScorersDecideElseStrategy(t *testing.T) {
 			params.ScorerMargin = tt.margin
 			reg := prometheus.NewRegistry()
 			p, f := newPicker(t, params, reg)
-			res := p.PickInProfile(t.Context(), &scheduling.Request{ID: "r"}, schedulingtest.Scored(tt.scores...), scheduling.PickInfo{TotalWeight: tt.totalWeight, Scorers: 3})
+			req := &scheduling.Request{ID: "r"}
+			res := p.PickInProfile(t.Context(), req, schedulingtest.Scored(tt.scores...), scheduling.PickInfo{TotalWeight: tt.totalWeight, Scorers: 3})
 			byScorers := value(t, p.byScorers)
 			byStrategy := value(t, p.byStrat)
+			// The request records who decided (DecidedByKey), for terms
+			// that count only the passes they decided (C-38).
+			wantBy := DecidedByScorers
+			if tt.want == "strategy" {
+				wantBy = DecidedByStrategy
+			}
+			if by, ok := DecidedByKey.Get(req); !ok || by != wantBy {
+				t.Errorf("DecidedByKey = %q, %v; want %q", by, ok, wantBy)
+			}
 			if tt.want == "strategy" {
 				if f.calls != 1 || names(res) != "ep-0" || byStrategy != 1 || byScorers != 0 {
 					t.Errorf("got %s (strategy calls %d, counted scorers %v strategy %v), want the strategy's first turn, ep-0", names(res), f.calls, byScorers, byStrategy)

@@ -15,6 +15,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/datastore"
 	"github.com/switchyard-ai/switchyard/pkg/datastore/endpointsfile"
 	"github.com/switchyard-ai/switchyard/pkg/plugins"
+	"github.com/switchyard-ai/switchyard/pkg/plugins/picker/strategy"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/scorer/usageweight"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling/schedulingtest"
@@ -283,4 +284,78 @@ func TestC39_MixedPoolSampleValidates(t *testing.T) {
 	// The declarations reach the attributes the scorer reads.
 	assert.Equal(t, datastore.ProviderTPMKey.Name(), usageweight.ProviderTPMAttribute)
 	assert.Equal(t, datastore.ProviderRPMKey.Name(), usageweight.ProviderRPMAttribute)
+}
+
+// TestC38_AppliedOnlyWhenTheTermDecides: two equal replicas under a
+// round-robin strategy-picker. After each request to ep-0 the metered
+// usage gives ep-1 a lead below the picker's margin: the strategy decides
+// that pass and it counts nothing (no applied although ep-1 led and was
+// chosen); after each request to ep-1 the replicas tie, the strategy
+// decides and no_differentiation counts against ep-0.
+func TestC38_AppliedOnlyWhenTheTermDecides(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	l := load(t, withTerm, reg, nil)
+	defer l.Close()
+	got := names(t, l, pool(1_000_000), 8, nil)
+	require.Equal(t, []string{"ep-0", "ep-1", "ep-0", "ep-1", "ep-0", "ep-1", "ep-0", "ep-1"}, got)
+	for _, ep := range []string{"ep-0", "ep-1"} {
+		assert.Equal(t, -1.0, counter(t, reg, usageweight.UsageDecisionsMetric, ep, usageweight.ReasonApplied), ep)
+	}
+	assert.Equal(t, 4.0, counter(t, reg, usageweight.UsageDecisionsMetric, "ep-0", usageweight.ReasonNoDifferentiation))
+	assert.Equal(t, -1.0, counter(t, reg, usageweight.UsageDecisionsMetric, "ep-1", usageweight.ReasonNoDifferentiation))
+}
+
+// TestC38_NotCountedWhenAnotherTermDecides: a second scorer (queue depth
+// weight 1, ep-1's queue empty) decides every pass for ep-1 while the
+// term ties (no declaration): nothing is counted.
+func TestC38_NotCountedWhenAnotherTermDecides(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	l := load(t, withQueue, reg, nil)
+	defer l.Close()
+	eps := schedulingtest.Endpoints(2, func(i int, b *schedulingtest.EndpointBuilder) {
+		if i == 0 {
+			b.Queue(10)
+		}
+	})
+	got := names(t, l, eps, 4, nil)
+	require.Equal(t, []string{"ep-1", "ep-1", "ep-1", "ep-1"}, got)
+	for _, ep := range []string{"ep-0", "ep-1"} {
+		for _, r := range []string{usageweight.ReasonApplied, usageweight.ReasonNoDifferentiation, usageweight.ReasonNoDeclaration} {
+			assert.Equal(t, -1.0, counter(t, reg, usageweight.UsageDecisionsMetric, ep, r), "%s %s", ep, r)
+		}
+	}
+}
+
+// withQueue adds a queue scorer beside the term.
+const withQueue = head + `plugins:
+  - type: usage-weight-scorer
+  - type: queue-scorer
+  - type: strategy-picker
+    parameters: {scorerThreshold: 0.1}
+schedulingProfiles:
+  - name: default
+    plugins:
+      - pluginRef: usage-weight-scorer
+      - pluginRef: queue-scorer
+      - pluginRef: strategy-picker
+`
+
+// TestC38_NoDeclarationCountedWhenTheStrategyDecides: without any
+// declaration the strategy decides every pass and each counts
+// no_declaration against the chosen endpoint.
+func TestC38_NoDeclarationCountedWhenTheStrategyDecides(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	l := load(t, withTerm, reg, nil)
+	defer l.Close()
+	names(t, l, pool(0), 4, nil)
+	assert.Equal(t, 2.0, counter(t, reg, usageweight.UsageDecisionsMetric, "ep-0", usageweight.ReasonNoDeclaration))
+	assert.Equal(t, 2.0, counter(t, reg, usageweight.UsageDecisionsMetric, "ep-1", usageweight.ReasonNoDeclaration))
+	assert.Equal(t, -1.0, counter(t, reg, usageweight.UsageDecisionsMetric, "ep-0", usageweight.ReasonApplied))
+}
+
+// TestC38_DecidedByKeyIsTheStrategyPickers: the term reads the
+// strategy-picker's record under the same key name.
+func TestC38_DecidedByKeyIsTheStrategyPickers(t *testing.T) {
+	assert.Equal(t, "strategy-picker-decided-by", strategy.DecidedByKey.Name())
+	assert.Equal(t, []string{"scorers", "strategy"}, []string{strategy.DecidedByScorers, strategy.DecidedByStrategy})
 }

@@ -442,11 +442,29 @@ func (s *Scorer) Score(_ context.Context, req *scheduling.Request, endpoints []*
 	decisionKey.Set(req, d)
 }
 
+// decidedByKey is the strategy-picker's record of who decided the pick
+// (its DecidedByKey: same name and type, so the same key; plugins never
+// import each other, a test pins the name).
+var decidedByKey = scheduling.NewStateKey[string]("strategy-picker-decided-by")
+
+// The values of decidedByKey.
+const (
+	decidedByScorers  = "scorers"
+	decidedByStrategy = "strategy"
+)
+
 // PreRequest implements scheduling.PreRequest: it counts the pass against
-// the chosen endpoint (routing_usage_weight_decisions_total and, with
-// quota-aware observation on, routing_quota_aware_decisions_total). A
-// pass where the term had a strict leader that was not chosen was decided
-// by another term or the strategy and is not counted.
+// the chosen endpoint in routing_usage_weight_decisions_total only when
+// the term's outcome decided it (C-38): applied when the scorers decided
+// and chose the term's strict leader; no_declaration or
+// no_differentiation when the strategy decided and the term had no
+// leader. A pass the scorers decided without the term (its leader was not
+// chosen, or it had none) or the strategy decided although the term had
+// a leader is not counted. Under a picker that records no decision (not
+// a strategy-picker), the chosen endpoint is the highest total, so the
+// term's leader being chosen counts applied and no leader counts its
+// reason. With quota-aware observation on,
+// routing_quota_aware_decisions_total counts every pass.
 func (s *Scorer) PreRequest(_ context.Context, req *scheduling.Request, result *scheduling.Result) {
 	if s.closed.Load() || req == nil {
 		return
@@ -461,7 +479,13 @@ func (s *Scorer) PreRequest(_ context.Context, req *scheduling.Request, result *
 	}
 	chosen := targets[0]
 	st := s.stateFor(chosen)
-	if d.reason != ReasonApplied || d.top == chosen {
+	by, recorded := decidedByKey.Get(req)
+	switch {
+	case d.reason == ReasonApplied:
+		if d.top == chosen && (!recorded || by == decidedByScorers) {
+			s.inc(st, d.reason)
+		}
+	case !recorded || by == decidedByStrategy:
 		s.inc(st, d.reason)
 	}
 	if s.quota {
