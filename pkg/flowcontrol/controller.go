@@ -317,7 +317,10 @@ func (c *Controller) Enqueue(ctx context.Context, it *Item) Outcome {
 	if c.queued.Load() == 0 && c.running.Load() {
 		sat, eps := c.pool.Saturation()
 		if eps > 0 && sat < l.limit.Ceiling(sat, it.Flow.Priority) {
-			return c.count(Dispatched)
+			h, ok := c.pool.(Holder)
+			if !ok || (!h.Held() && h.Hold(it)) {
+				return c.count(Dispatched)
+			}
 		}
 		if it.Flow.Priority < 0 && sat >= 1.0 && !l.queues(it.Flow.Priority) {
 			return c.count(RejectedSaturated)
@@ -609,6 +612,9 @@ func (c *Controller) dispatchOne(sat float64, eps int) *Item {
 	defer c.mu.Unlock()
 	c.saturation, c.endpoints, c.noEndpoints = sat, eps, eps == 0
 	if eps == 0 {
+		return nil
+	}
+	if h, ok := c.pool.(Holder); ok && h.Held() {
 		return nil
 	}
 	it := c.selectLocked(sat)

@@ -1,0 +1,90 @@
+package flowcontrol_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/switchyard-ai/switchyard/pkg/flowcontrol"
+)
+
+// holdPool is a flowcontrol.Holder like the server's: a release (by the
+// dispatcher, through holdFairness, or by the fast path's Hold) is pending
+// until the test starts it.
+type holdPool struct {
+	sat     float64
+	pending atomic.Int64
+	holds   atomic.Int64
+}
+
+func (p *holdPool) Saturation() (float64, int) { return p.sat, 1 }
+func (p *holdPool) Held() bool                 { return p.pending.Load() > 0 }
+func (p *holdPool) Hold(*flowcontrol.Item) bool {
+	if !p.pending.CompareAndSwap(0, 1) {
+		return false
+	}
+	p.holds.Add(1)
+	return true
+}
+
+type holdFairness struct{ p *holdPool }
+
+func (h holdFairness) Pick(b *flowcontrol.Band) *flowcontrol.Flow {
+	f := flowcontrol.GlobalStrict{}.Pick(b)
+	if f != nil {
+		h.p.pending.Add(1)
+	}
+	return f
+}
+
+// A band ceiling above 1 (static threshold 1.5) with the pool at 1.0 and a
+// release pending: the dispatcher releases nothing until it starts, then
+// one request per start, never the whole queue.
+func TestPendingReleaseHoldsAboveCeilingOne(t *testing.T) {
+	pool := &holdPool{sat: 1.0}
+	c, err := flowcontrol.NewStarted(flowcontrol.Config{
+		UsageLimit:  flowcontrol.StaticUsageLimit{Threshold: 1.5},
+		DefaultBand: flowcontrol.BandConfig{Fairness: holdFairness{pool}},
+	}, pool)
+	require.NoError(t, err)
+	pool.pending.Store(1) // one released request not yet scheduled
+	for i := range 5 {
+		admit(t, c, item(fmt.Sprint(i), "f", 0), t0, 0)
+	}
+	require.Nil(t, c.DispatchOne(1.0, 1), "a release is pending: no room")
+	pool.pending.Store(0) // it started
+	released := 0
+	for c.DispatchOne(1.0, 1) != nil {
+		released++
+	}
+	require.Equal(t, 1, released, "one slot releases one request")
+	require.Equal(t, uint64(4), c.Stats().Requests)
+}
+
+// 50 concurrent arrivals with one free slot and nothing queued: the fast
+// path admits at most one before it starts; the others wait.
+func TestFastPathAdmitsOnePerFreeSlot(t *testing.T) {
+	pool := &holdPool{sat: 0.5}
+	c, err := flowcontrol.New(flowcontrol.Config{DefaultBand: flowcontrol.BandConfig{Fairness: holdFairness{pool}}}, pool)
+	require.NoError(t, err)
+	running(t, c)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var dispatched atomic.Int64
+	for i := range 50 {
+		wg.Go(func() {
+			if c.Enqueue(ctx, item(fmt.Sprint(i), fmt.Sprint(i), 0)) == flowcontrol.Dispatched {
+				dispatched.Add(1)
+			}
+		})
+	}
+	waitQueued(t, c, 49)
+	require.Equal(t, int64(1), dispatched.Load(), "at most one dispatched before Started")
+	cancel()
+	wg.Wait()
+	require.LessOrEqual(t, dispatched.Load(), int64(1))
+}
