@@ -88,3 +88,36 @@ func TestFastPathAdmitsOnePerFreeSlot(t *testing.T) {
 	wg.Wait()
 	require.LessOrEqual(t, dispatched.Load(), int64(1))
 }
+
+// Bands that are not configured are freed when they empty: with MaxBands
+// 2, priorities 1 and 2 queued and cancelled leave room for priority 3,
+// which waits instead of being refused queue_full.
+func TestEmptyUnconfiguredBandsAreFreed(t *testing.T) {
+	c := started(t, flowcontrol.Config{MaxBands: 2})
+	a, b := item("a", "f", 1), item("b", "f", 2)
+	admit(t, c, a, t0, 0)
+	admit(t, c, b, t0, 0)
+	o, ok := c.Admit(item("x", "f", 3), t0, 0)
+	require.False(t, ok, "two bands hold items: the cap holds")
+	require.Equal(t, flowcontrol.RejectedQueueFull, o)
+	require.Equal(t, flowcontrol.Cancelled, c.Cancel(a))
+	require.Equal(t, flowcontrol.Cancelled, c.Cancel(b))
+	admit(t, c, item("c", "f", 3), t0, 0)
+	require.Equal(t, []string{"c"}, drain(c))
+}
+
+// A configured band stays when it empties; Reconfigure drops empty bands
+// that are no longer configured and keeps the cap.
+func TestConfiguredBandsStayAndReconfigureKeepsCap(t *testing.T) {
+	c := started(t, flowcontrol.Config{MaxBands: 2, Bands: []flowcontrol.BandConfig{{Priority: 5}}})
+	admit(t, c, item("a", "f", 1), t0, 0)
+	require.Equal(t, []string{"a"}, drain(c))
+	admit(t, c, item("b", "f", 2), t0, 0) // band 1 was freed
+	require.NoError(t, c.Reconfigure(flowcontrol.Config{MaxBands: 2, Bands: []flowcontrol.BandConfig{{Priority: 7}, {Priority: 8}}}))
+	// bands: 2 (holds b) and one of 7/8; the other is created on demand.
+	admit(t, c, item("c", "f", 7), t0, 0)
+	require.Equal(t, []string{"c", "b"}, drain(c))
+	admit(t, c, item("d", "f", 8), t0, 0)
+	admit(t, c, item("e", "f", 7), t0, 0)
+	require.Equal(t, []string{"d", "e"}, drain(c))
+}
