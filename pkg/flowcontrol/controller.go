@@ -336,21 +336,27 @@ func (c *Controller) Notify() {
 func (c *Controller) Enqueue(ctx context.Context, it *Item) Outcome {
 	it.enqueued, it.finished, it.index, it.flow = time.Time{}, time.Time{}, -1, nil
 	l := c.live.Load()
+	p := it.Flow.Priority
 	if c.queued.Load() == 0 && c.running.Load() {
 		sat, eps := c.pool.Saturation()
-		if eps > 0 && sat < l.limit.Ceiling(sat, it.Flow.Priority) {
+		if eps > 0 && sat < l.limit.Ceiling(sat, p) {
 			h, ok := c.pool.(Holder)
 			if !ok || (!h.Held() && h.Hold(it)) {
 				return c.count(Dispatched)
 			}
 		}
-		if it.Flow.Priority < 0 && sat >= 1.0 && !l.queues(it.Flow.Priority) {
+		if !l.queues(p) {
+			// Sheddable with no band to wait in: no room (at or above
+			// its band's ceiling, or a release pending) sheds it.
+			if eps == 0 {
+				return c.count(NoEndpoint)
+			}
 			return c.count(RejectedSaturated)
 		}
-	} else if it.Flow.Priority < 0 && !l.queues(it.Flow.Priority) {
-		if sat, _ := c.pool.Saturation(); sat >= 1.0 {
-			return c.count(RejectedSaturated)
-		}
+	} else if c.running.Load() && !l.queues(p) {
+		// Others wait: a sheddable request without a band of its own
+		// never jumps them nor creates a band.
+		return c.count(RejectedSaturated)
 	}
 	if err := ctx.Err(); err != nil {
 		return c.count(ctxOutcome(ctx))

@@ -114,10 +114,35 @@ func TestConfiguredBandsStayAndReconfigureKeepsCap(t *testing.T) {
 	require.Equal(t, []string{"a"}, drain(c))
 	admit(t, c, item("b", "f", 2), t0, 0) // band 1 was freed
 	require.NoError(t, c.Reconfigure(flowcontrol.Config{MaxBands: 2, Bands: []flowcontrol.BandConfig{{Priority: 7}, {Priority: 8}}}))
-	// bands: 2 (holds b) and one of 7/8; the other is created on demand.
-	admit(t, c, item("c", "f", 7), t0, 0)
-	require.Equal(t, []string{"c", "b"}, drain(c))
+	// bands: 2 (holds b) and one of 7/8 (5 was empty and is gone); the
+	// other is created on demand.
+	require.Len(t, c.Stats().Bands, 2)
+	require.Equal(t, []string{"b"}, drain(c))
 	admit(t, c, item("d", "f", 8), t0, 0)
 	admit(t, c, item("e", "f", 7), t0, 0)
+	require.Len(t, c.Stats().Bands, 2)
 	require.Equal(t, []string{"d", "e"}, drain(c))
+}
+
+// A sheddable request is shed at its band's ceiling, not at 1.0: with a
+// static threshold 0.8 and the pool at 0.9 it is refused saturated, and no
+// negative band is created (none configured, no negative template).
+func TestSheddableShedAtCeilingBelowOne(t *testing.T) {
+	pool := newSwitchPool(0.9)
+	c, err := flowcontrol.New(flowcontrol.Config{UsageLimit: flowcontrol.StaticUsageLimit{Threshold: 0.8}}, pool)
+	require.NoError(t, err)
+	running(t, c)
+	require.Equal(t, flowcontrol.RejectedSaturated, c.Enqueue(context.Background(), item("shed", "f", -1)))
+	require.Empty(t, c.Stats().Bands, "no negative band created")
+
+	// While others wait, it is shed too, without creating a band.
+	res := enqueueAsync(c, context.Background(), item("wait", "f", 0))
+	waitQueued(t, c, 1)
+	require.Equal(t, flowcontrol.RejectedSaturated, c.Enqueue(context.Background(), item("shed2", "f", -1)))
+	for _, b := range c.Stats().Bands {
+		require.GreaterOrEqual(t, b.Priority, 0, "no negative band created")
+	}
+	pool.sat.Store(0.1)
+	c.Notify()
+	require.Equal(t, flowcontrol.Dispatched, <-res)
 }
