@@ -133,6 +133,7 @@ type Controller struct {
 	stopped     bool    // Run ended: refuse new items
 	bands       []*Band // highest priority first
 	byPriority  map[int]*Band
+	explicit    map[int]BandConfig // the configured bands, by priority
 	requests    uint64
 	bytes       uint64
 	seq         uint64
@@ -201,15 +202,20 @@ func (c *Controller) applyLocked(cfg Config) {
 		ttl: cfg.DefaultRequestTTL, noEpTTL: cfg.NoEndpointRequestTTL}
 	c.cfg = cfg
 	explicit := map[int]BandConfig{}
+	c.explicit = explicit
 	for _, b := range cfg.Bands {
 		explicit[b.Priority] = withDefaults(b)
 		if b.Priority < 0 {
 			l.negative[b.Priority] = true
 		}
 	}
-	for _, b := range c.bands {
+	for _, b := range slices.Clone(c.bands) {
 		bc, ok := explicit[b.cfg.Priority]
 		if !ok {
+			if b.requests == 0 {
+				c.dropBandLocked(b)
+				continue
+			}
 			bc = c.templateLocked(b.cfg.Priority)
 		}
 		b.cfg = bc
@@ -223,7 +229,9 @@ func (c *Controller) applyLocked(cfg Config) {
 		}
 	}
 	for p, bc := range explicit {
-		if _, ok := c.byPriority[p]; !ok {
+		// Over MaxBands (bands of other priorities still hold items), a
+		// configured band is created when its first item arrives.
+		if _, ok := c.byPriority[p]; !ok && len(c.bands) < c.maxBands {
 			c.addBandLocked(bc)
 		}
 	}
@@ -267,6 +275,15 @@ func (c *Controller) addBandLocked(cfg BandConfig) *Band {
 	return b
 }
 
+// dropBandLocked removes the empty band b.
+func (c *Controller) dropBandLocked(b *Band) {
+	c.bands = slices.Delete(c.bands, b.index, b.index+1)
+	for j := b.index; j < len(c.bands); j++ {
+		c.bands[j].index = j
+	}
+	delete(c.byPriority, b.cfg.Priority)
+}
+
 // queues reports whether items of priority p wait (rather than being
 // refused while saturated): every priority >= 0, and negative ones with a
 // configured band or a negative-band template.
@@ -274,14 +291,19 @@ func (l *live) queues(p int) bool {
 	return p >= 0 || l.negTemplate || l.negative[p]
 }
 
-// bandLocked returns the band of priority p, creating it from its template;
-// nil if MaxBands bands exist.
+// bandLocked returns the band of priority p, creating it from its
+// configuration or template; nil if MaxBands bands exist. A band that is
+// not configured is dropped again when it empties (removeLocked), so the
+// cap counts bands that hold items, not priorities ever seen.
 func (c *Controller) bandLocked(p int) *Band {
 	if b, ok := c.byPriority[p]; ok {
 		return b
 	}
 	if len(c.bands) >= c.maxBands {
 		return nil
+	}
+	if bc, ok := c.explicit[p]; ok {
+		return c.addBandLocked(bc)
 	}
 	return c.addBandLocked(c.templateLocked(p))
 }
@@ -314,18 +336,27 @@ func (c *Controller) Notify() {
 func (c *Controller) Enqueue(ctx context.Context, it *Item) Outcome {
 	it.enqueued, it.finished, it.index, it.flow = time.Time{}, time.Time{}, -1, nil
 	l := c.live.Load()
+	p := it.Flow.Priority
 	if c.queued.Load() == 0 && c.running.Load() {
 		sat, eps := c.pool.Saturation()
-		if eps > 0 && sat < l.limit.Ceiling(sat, it.Flow.Priority) {
-			return c.count(Dispatched)
+		if eps > 0 && sat < l.limit.Ceiling(sat, p) {
+			h, ok := c.pool.(Holder)
+			if !ok || (!h.Held() && h.Hold(it)) {
+				return c.count(Dispatched)
+			}
 		}
-		if it.Flow.Priority < 0 && sat >= 1.0 && !l.queues(it.Flow.Priority) {
+		if !l.queues(p) {
+			// Sheddable with no band to wait in: no room (at or above
+			// its band's ceiling, or a release pending) sheds it.
+			if eps == 0 {
+				return c.count(NoEndpoint)
+			}
 			return c.count(RejectedSaturated)
 		}
-	} else if it.Flow.Priority < 0 && !l.queues(it.Flow.Priority) {
-		if sat, _ := c.pool.Saturation(); sat >= 1.0 {
-			return c.count(RejectedSaturated)
-		}
+	} else if c.running.Load() && !l.queues(p) {
+		// Others wait: a sheddable request without a band of its own
+		// never jumps them nor creates a band.
+		return c.count(RejectedSaturated)
 	}
 	if err := ctx.Err(); err != nil {
 		return c.count(ctxOutcome(ctx))
@@ -525,6 +556,11 @@ func (c *Controller) removeLocked(it *Item, o Outcome) {
 	}
 	b.requests--
 	b.bytes -= it.Bytes
+	if b.requests == 0 {
+		if _, ok := c.explicit[b.cfg.Priority]; !ok {
+			c.dropBandLocked(b)
+		}
+	}
 	c.requests--
 	c.bytes -= it.Bytes
 	c.queued.Add(-1)
@@ -553,7 +589,7 @@ func (c *Controller) Run(ctx context.Context) {
 		c.running.Store(false)
 		c.mu.Lock()
 		c.stopped = true
-		for _, b := range c.bands {
+		for _, b := range slices.Clone(c.bands) {
 			for b.front != nil {
 				f := b.front
 				for len(f.items) > 0 {
@@ -609,6 +645,9 @@ func (c *Controller) dispatchOne(sat float64, eps int) *Item {
 	defer c.mu.Unlock()
 	c.saturation, c.endpoints, c.noEndpoints = sat, eps, eps == 0
 	if eps == 0 {
+		return nil
+	}
+	if h, ok := c.pool.(Holder); ok && h.Held() {
 		return nil
 	}
 	it := c.selectLocked(sat)

@@ -64,7 +64,10 @@
 // O(active flows) for global-strict). Queued items are bounded by the
 // request and byte limits (HardMaxRequests when no request limit is
 // configured); flows exist only while they hold items; bands are bounded
-// by Config.MaxBands.
+// by Config.MaxBands, and a band that is not configured exists only while
+// it holds items. With a Holder pool (the server's), one free slot
+// releases one request until the pool has seen it start, on the fast path
+// too.
 //
 // # Reloads
 //

@@ -165,6 +165,20 @@ type Pool interface {
 	Saturation() (saturation float64, endpoints int)
 }
 
+// Holder is an optional Pool extension for pools whose saturation lags a
+// release (the load of a released request shows only once it is
+// scheduled). While Held reports true the dispatcher releases nothing,
+// whatever the band ceilings; the fast path of Enqueue claims the release
+// slot with Hold and queues instead if Hold returns false, so one free
+// slot admits at most one request until the pool has seen it start.
+type Holder interface {
+	// Held reports whether a released request has not started yet.
+	Held() bool
+	// Hold registers it as released by the fast path; false if a release
+	// is already pending.
+	Hold(it *Item) bool
+}
+
 // PoolFunc adapts a function to Pool.
 type PoolFunc func() (float64, int)
 

@@ -16,8 +16,9 @@ import (
 
 // flowGate is a configuration's flow controller as the request path sees
 // it (extproc.FlowController). It adds one rule to the controller's: while
-// a request the dispatcher released has not been scheduled yet, the pool
-// counts as saturated. A released request's load reaches the saturation
+// a request the dispatcher (or Enqueue's fast path) released has not been
+// scheduled yet, the pool is held (flowcontrol.Holder): no room whatever
+// the band ceilings, while the saturation it reports stays the real one. A released request's load reaches the saturation
 // detector only once it is scheduled and forwarded (the in-flight count
 // starts then), so without the rule one free slot would release every
 // waiting request at once; with it, the dispatcher releases one request
@@ -120,9 +121,6 @@ func (p *flowPool) Saturation() (float64, int) {
 	if len(cands) == 0 {
 		return 1, 0
 	}
-	if p.gate.pending.Load() > 0 && p.gate.stillPending(time.Now()) {
-		return 1, len(cands)
-	}
 	gen := p.s.gen.Load()
 	det := gen.loaded.SaturationDetector
 	if det == nil {
@@ -135,6 +133,26 @@ func (p *flowPool) Saturation() (float64, int) {
 	gen.loaded.Scheduler.Prepare(ctx, req, cands)
 	return det.Saturation(ctx, req, cands), len(cands)
 }
+
+// Held implements flowcontrol.Holder: a released request is not yet
+// scheduled.
+func (p *flowPool) Held() bool {
+	return p.gate.pending.Load() > 0 && p.gate.stillPending(time.Now())
+}
+
+// Hold implements flowcontrol.Holder: the fast path claims the one
+// release slot (an atomic compare-and-swap, no lock when it is taken).
+func (p *flowPool) Hold(it *flowcontrol.Item) bool {
+	if !p.gate.pending.CompareAndSwap(0, 1) {
+		return false
+	}
+	p.gate.mu.Lock()
+	p.gate.picked[it] = time.Now()
+	p.gate.mu.Unlock()
+	return true
+}
+
+var _ flowcontrol.Holder = (*flowPool)(nil)
 
 // flowConfig returns a configuration's flow-control settings with every
 // band's fairness policy wrapped for g (pickCounter), or nil without the
