@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/http"
 
+	"github.com/switchyard-ai/switchyard/pkg/config"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 	"github.com/switchyard-ai/switchyard/pkg/server/admin"
 	"github.com/switchyard-ai/switchyard/pkg/tokenauth"
@@ -52,9 +53,30 @@ func (a adminSource) Pool() admin.Pool {
 	return admin.Pool{Synced: snap.Synced, Endpoints: snap.All(), OutOfRotation: snap.OutOfRotation, Stale: snap.Stale}
 }
 
+// Plugins returns the instances a scheduling profile of the serving
+// configuration references: the usage-weight-scorer and the
+// prefix-aware-hash pickers the admin API reports on act only from a
+// profile, so an instance declared but unused has nothing to report.
 func (a adminSource) Plugins() map[string]scheduling.Plugin {
 	if g := a.s.gen.Load(); g != nil {
-		return g.loaded.Plugins
+		return referencedPlugins(g.loaded)
 	}
 	return nil
+}
+
+// referencedPlugins returns the plugin instances the profiles of l
+// reference.
+func referencedPlugins(l *config.Loaded) map[string]scheduling.Plugin {
+	if l == nil || l.Config == nil {
+		return nil
+	}
+	out := map[string]scheduling.Plugin{}
+	for _, prof := range l.Config.SchedulingProfiles {
+		for _, ref := range prof.Plugins {
+			if p, ok := l.Plugins[ref.PluginRef]; ok {
+				out[ref.PluginRef] = p
+			}
+		}
+	}
+	return out
 }

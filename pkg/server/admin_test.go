@@ -11,7 +11,9 @@ import (
 
 	"github.com/go-logr/logr"
 
+	"github.com/switchyard-ai/switchyard/pkg/config"
 	"github.com/switchyard-ai/switchyard/pkg/datastore"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
 // TestC51_AdminGuards: the admin API is off (404) without
@@ -108,4 +110,30 @@ func TestC51_AdminGuards(t *testing.T) {
 			t.Errorf("allowed: %d %s", code, body)
 		}
 	})
+}
+
+type namedPlugin string
+
+func (n namedPlugin) TypedName() scheduling.TypedName {
+	return scheduling.TypedName{Type: "t", Name: string(n)}
+}
+
+// TestAdminReportsOnlyReferencedPlugins: an instance declared but used by
+// no profile (a usage-weight-scorer left in the plugins list) is not
+// reported by the admin API.
+func TestAdminReportsOnlyReferencedPlugins(t *testing.T) {
+	l := &config.Loaded{
+		Config: &config.EndpointPickerConfig{SchedulingProfiles: []config.SchedulingProfile{
+			{Name: "a", Plugins: []config.SchedulingPlugin{{PluginRef: "used"}, {PluginRef: "picker"}}},
+			{Name: "b", Plugins: []config.SchedulingPlugin{{PluginRef: "used"}}},
+		}},
+		Plugins: map[string]scheduling.Plugin{"used": namedPlugin("used"), "picker": namedPlugin("picker"), "unused": namedPlugin("unused")},
+	}
+	got := referencedPlugins(l)
+	if len(got) != 2 || got["used"] == nil || got["picker"] == nil || got["unused"] != nil {
+		t.Fatalf("referenced plugins = %v, want used and picker only", got)
+	}
+	if referencedPlugins(nil) != nil || referencedPlugins(&config.Loaded{}) != nil {
+		t.Fatal("no configuration: no plugins")
+	}
 }

@@ -31,7 +31,8 @@ type Pool struct {
 type Source interface {
 	// Pool returns the latest published pool.
 	Pool() Pool
-	// Plugins returns the serving configuration's plugin instances.
+	// Plugins returns the plugin instances the serving configuration's
+	// profiles reference.
 	Plugins() map[string]scheduling.Plugin
 }
 
