@@ -158,11 +158,36 @@ func TestMultisiteRouting(t *testing.T) {
 		rs := a.burst(ctx, 150, 12, 60, "split")
 		all.add("split", rs...)
 		requireServed(t, rs)
+		after := a.learnedView(t)
 		n := bySite(rs)
-		t.Logf("split: %v, learned %+v", n, view)
-		require.Greater(t, n["b"], n["c"], "the larger site takes more: %v", n)
-		require.Greater(t, n["b"], n["a"], "the larger site takes more: %v", n)
-		require.Positive(t, n["a"]+n["c"], "the others take some too: %v", n)
+		t.Logf("split: %v, learned before %+v, after %+v", n, view, after)
+		// The split follows what a learned, which is not always the
+		// hardware: on a loaded machine a sim's step can lag, so a sample
+		// shows a request waiting below its max-running; the learner takes
+		// that as a demonstrated limit (G-11) and keeps it for
+		// ceilingHalfLifeMs. So every pair of sites whose learned ceilings
+		// differ clearly (1.5×, before and after the split) must split in
+		// that order; b over c always does (24 vs 2 running sequences).
+		ordered := 0
+		for _, pair := range [][2]string{{"b", "c"}, {"b", "a"}, {"a", "c"}} {
+			hi, lo := pair[0], pair[1]
+			if view[lo].Ceiling > view[hi].Ceiling {
+				hi, lo = lo, hi
+			}
+			if view[hi].Ceiling < 1.5*view[lo].Ceiling || after[hi].Ceiling < 1.5*after[lo].Ceiling {
+				continue
+			}
+			ordered++
+			require.Greater(t, n[hi], n[lo], "%s (learned ceiling %.1f) takes more than %s (%.1f): %v", hi, view[hi].Ceiling, lo, view[lo].Ceiling, n)
+		}
+		require.Positive(t, ordered, "no two sites learned clearly different ceilings: %+v", view)
+		top := "a"
+		for _, s := range []string{"b", "c"} {
+			if view[s].Ceiling > view[top].Ceiling {
+				top = s
+			}
+		}
+		require.Positive(t, n["a"]+n["b"]+n["c"]-n[top], "the sites below %s take some too (explore floor, G-17): %v", top, n)
 	})
 
 	t.Run("G-16, G-22: overloading one site moves new requests to the others", func(t *testing.T) {
@@ -300,20 +325,33 @@ func TestMultisiteRouting(t *testing.T) {
 		// b and c only ever scheduled locally what a sent them (reason
 		// inbound), each exactly once: nothing they got was forwarded
 		// again, and a's decisions for them are exactly what they served.
+		// The one exception: the receiving site judges shedding too
+		// (KeepLocal's model checks), and when shedding ends each EPP's
+		// room_after_ms runs out on its own samples, so a request a sends
+		// in that moment can be shed (429) at b or c. Such a refusal is a
+		// reply of the shedding phases (checked above) and is counted once,
+		// here.
 		refusal := map[string]bool{"shed": true, "no_route": true, "model_not_found": true, "no_model": true}
 		am := seriesAt(t, a.metrics+"/metrics", metricsToken)
+		shedTotal := am[series("grid_route_decisions_total", "reason", "shed", "site", "")]
 		for _, s := range []*gridSite{b, c} {
 			m := seriesAt(t, s.metrics+"/metrics", metricsToken)
-			var inbound float64
+			var inbound, shed float64
 			for k, v := range m {
 				if !strings.HasPrefix(k, "grid_route_decisions_total{") || v == 0 {
 					continue
 				}
-				require.Equal(t, series("grid_route_decisions_total", "reason", "inbound", "site", s.name), k,
-					"site %s decided something other than an inbound request: %s %v", s.name, k, v)
-				inbound = v
+				switch k {
+				case series("grid_route_decisions_total", "reason", "inbound", "site", s.name):
+					inbound = v
+				case series("grid_route_decisions_total", "reason", "shed", "site", ""):
+					shed = v
+				default:
+					t.Fatalf("site %s decided something other than an inbound request: %s %v", s.name, k, v)
+				}
 			}
 			require.Equal(t, float64(ok[s.name]), inbound, "site %s: inbound requests vs replies naming it", s.name)
+			shedTotal += shed
 			var routed float64
 			for k, v := range am {
 				if strings.HasPrefix(k, "grid_route_decisions_total{") && strings.Contains(k, fmt.Sprintf(`site=%q`, s.name)) {
@@ -324,8 +362,15 @@ func TestMultisiteRouting(t *testing.T) {
 					}
 				}
 			}
-			require.Equal(t, float64(ok[s.name]), routed, "a's decisions for %s vs replies naming it", s.name)
+			require.Equal(t, float64(ok[s.name])+shed, routed, "a's decisions for %s vs replies naming it and the ones it shed", s.name)
 		}
+		tooMany := 0
+		for _, r := range rs {
+			if r.status == http.StatusTooManyRequests {
+				tooMany++
+			}
+		}
+		require.Equal(t, float64(tooMany), shedTotal, "every 429 is one shedding decision, at a or at the receiving site")
 		t.Logf("served: %v (requests: %d)", ok, len(rs))
 	})
 }
