@@ -49,7 +49,7 @@ func TestG80_AvailabilityEveryFieldValidatedWithItsPath(t *testing.T) {
 	}{
 		{"availability: 3\n", []string{"availability: expected an object, got a number"}},
 		{"availability:\n  sheding: true\n", []string{`availability: unknown field "sheding" (did you mean "shedding"?)`}},
-		{"availability:\n  ceiling_half_life_ms: 1000\n", []string{`availability: unknown field "ceiling_half_life_ms"`}},
+		{"availability:\n  ceiling_half_life_ms: 1000\n", []string{`availability: unknown field "ceiling_half_life_ms" (keys are camelCase here: "ceilingHalfLifeMs")`}},
 		{"availability:\n  shedding: yes please\n", []string{"availability.shedding: expected a boolean, got a string"}},
 		{"availability:\n  smoothing: 0\n", []string{"availability.smoothing: must be in (0, 1] (1: no smoothing), got 0"}},
 		{"availability:\n  ceilingHalfLifeMs: 1.5\n", []string{"availability.ceilingHalfLifeMs: expected an integer, got 1.5"}},
@@ -71,5 +71,33 @@ func TestG80_AvailabilityEveryFieldValidatedWithItsPath(t *testing.T) {
 		for j, w := range tc.want {
 			assert.True(t, strings.Contains(got[j], w), "case %d: %q does not contain %q", i, got[j], w)
 		}
+	}
+}
+
+// TestG81_SeedSnakeCaseNamesMapToCamelCaseKeys: the seed's chart renders
+// the availability block in snake_case; this configuration's block is the
+// top-level `availability` of the EndpointPickerConfig with the same names
+// spelled camelCase. Every seed name is refused with the spelling to use,
+// and that spelling loads.
+func TestG81_SeedSnakeCaseNamesMapToCamelCaseKeys(t *testing.T) {
+	for _, tc := range []struct{ seed, key, value string }{
+		{"shedding", "shedding", "true"},
+		{"smoothing", "smoothing", "0.5"},
+		{"ceiling_half_life_ms", "ceilingHalfLifeMs", "1000"},
+		{"ceiling_floor", "ceilingFloor", "4"},
+		{"explore_floor", "exploreFloor", "0.1"},
+		{"full_after_ms", "fullAfterMs", "3000"},
+		{"room_after_ms", "roomAfterMs", "1500"},
+		{"queue_full", "queueFull", "2"},
+		{"freshness_window_ms", "freshnessWindowMs", "4000"},
+	} {
+		if tc.seed != tc.key {
+			_, err := load(t, availabilityBase+"availability:\n  "+tc.seed+": "+tc.value+"\n")
+			require.Error(t, err, tc.seed)
+			assert.Equal(t, []string{`availability: unknown field "` + tc.seed + `" (keys are camelCase here: "` + tc.key + `")`}, errorStrings(t, err), tc.seed)
+		}
+		l, err := load(t, availabilityBase+"availability:\n  "+tc.key+": "+tc.value+"\n")
+		require.NoError(t, err, tc.key)
+		assert.NotEqual(t, learner.DefaultSettings(), l.AvailabilitySettings(), "%s: %s is not its default, so it must show", tc.key, tc.value)
 	}
 }

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
+	"strings"
 
 	yamlv3 "go.yaml.in/yaml/v3"
 
@@ -175,7 +177,12 @@ type decoder struct{ errs *errorList }
 func (d decoder) keys(path string, obj map[string]any, allowed ...string) {
 	for _, k := range yamldoc.UnknownKeys(obj, allowed) {
 		msg := fmt.Sprintf("unknown field %q", k)
-		if s := closest(k, allowed); s != "" {
+		if c := snakeToCamel(k); c != k && slices.Contains(allowed, c) {
+			// The seeds and some charts spell keys in snake_case
+			// (ceiling_half_life_ms, G-81); this document spells them
+			// camelCase.
+			msg += fmt.Sprintf(" (keys are camelCase here: %q)", c)
+		} else if s := closest(k, allowed); s != "" {
 			msg += fmt.Sprintf(" (did you mean %q?)", s)
 		}
 		d.errs.Add(path, "%s", msg)
@@ -334,6 +341,28 @@ func (d decoder) flowControl(path string, v any) *FlowControlConfig {
 }
 
 // closest returns the candidate nearest to s when it is a plausible typo.
+// snakeToCamel spells a snake_case key camelCase (full_after_ms:
+// fullAfterMs); a key without an underscore comes back unchanged.
+func snakeToCamel(k string) string {
+	if !strings.Contains(k, "_") {
+		return k
+	}
+	var b strings.Builder
+	up := false
+	for i, r := range k {
+		switch {
+		case r == '_':
+			up = i > 0
+		case up:
+			b.WriteString(strings.ToUpper(string(r)))
+			up = false
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
 func closest(s string, candidates []string) string {
 	if c := scheduling.Closest(s, candidates, 1); len(c) > 0 {
 		return c[0]
