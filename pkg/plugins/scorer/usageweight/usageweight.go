@@ -430,7 +430,9 @@ func clamp01(v float64) float64 { return min(max(v, 0), 1) }
 // sets scheduling.StrictDominanceKey: the strategy-picker then takes the
 // candidate whose total is strictly greater than every other, with no
 // threshold or margin, and a tied top, such as two replicas with equal
-// budgets, leaves the choice to the strategy. Score allocates nothing.
+// budgets, leaves the choice to the strategy. Score allocates nothing
+// once the leader has a state (which it creates once per endpoint and
+// address otherwise).
 func (s *Scorer) Score(_ context.Context, req *scheduling.Request, endpoints []*scheduling.Endpoint, scores []float64) {
 	now := s.now()
 	win := s.windowIndex(now)
