@@ -165,6 +165,7 @@ func TestManifestsOnAPIServer(t *testing.T) {
 
 	t.Run("rejects", func(t *testing.T) { testRejects(t, c, ns.Name) })
 	t.Run("role permissions", func(t *testing.T) { testRolePermissions(t, c, ns.Name, baseDir, wantRules) })
+	t.Run("admin API reader ClusterRole", func(t *testing.T) { testAdminReader(t, c, ns.Name) })
 	t.Run("multisite role permissions", func(t *testing.T) {
 		// A namespace of its own: the overlay's Role has the base's name.
 		mns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "manifests-multisite-"}}
@@ -310,6 +311,64 @@ func testRolePermissions(t *testing.T, c client.Client, ns, dir string, rules []
 		}
 		if can(ns, denied.group, denied.resource, denied.verb) {
 			t.Errorf("%s may %s %s/%s", user, denied.verb, denied.group, denied.resource)
+		}
+	}
+}
+
+// testAdminReader creates the shipped admin API ClusterRole and its
+// example binding (for a ServiceAccount of ns) on the API server, and
+// shows with SubjectAccessReviews of non-resource URLs, as the EPP's
+// metrics filter asks them, that the bound account may GET every admin
+// path and nothing else, and that an unbound one may not.
+func testAdminReader(t *testing.T, c client.Client, ns string) {
+	ctx := t.Context()
+	role, binding := adminReaderObjects(t)
+	binding.Subjects[0].Namespace = ns
+	for _, o := range []client.Object{role, binding} {
+		if err := c.Create(ctx, o); err != nil {
+			t.Fatalf("%T %s: %v", o, o.GetName(), err)
+		}
+	}
+	t.Cleanup(func() {
+		_ = c.Delete(context.Background(), binding)
+		_ = c.Delete(context.Background(), role)
+	})
+	can := func(sa, path, verb string) bool {
+		t.Helper()
+		sar := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{
+			User:                  "system:serviceaccount:" + ns + ":" + sa,
+			Groups:                []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"},
+			NonResourceAttributes: &authorizationv1.NonResourceAttributes{Path: path, Verb: verb},
+		}}
+		if err := c.Create(ctx, sar); err != nil {
+			t.Fatalf("SubjectAccessReview: %v", err)
+		}
+		return sar.Status.Allowed
+	}
+	reader := binding.Subjects[0].Name
+	// The RBAC authorizer reads bindings through an informer: wait for it.
+	deadline := time.Now().Add(30 * time.Second)
+	for !can(reader, "/admin/backends", "get") {
+		if time.Now().After(deadline) {
+			t.Fatal("the ClusterRoleBinding never took effect")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for _, p := range []string{"/admin", "/admin/", "/admin/backends", "/admin/stats/backends",
+		"/admin/backends/vllm-0/engine-stats", "/admin/prefix-routing/stats"} {
+		if !can(reader, p, "get") {
+			t.Errorf("%s may not GET %s", reader, p)
+		}
+		if can(reader, p, "post") || can(reader, p, "delete") {
+			t.Errorf("%s may write %s", reader, p)
+		}
+		if can("stranger", p, "get") {
+			t.Errorf("an unbound ServiceAccount may GET %s", p)
+		}
+	}
+	for _, p := range []string{"/metrics", "/debug/endpoints", "/debug/pprof/", "/administrator", "/admins/x", "/logs"} {
+		if can(reader, p, "get") {
+			t.Errorf("%s may GET %s: the role names the admin API only", reader, p)
 		}
 	}
 }

@@ -643,3 +643,68 @@ func checkEnvoy(t *testing.T, objs objects, want expectation) {
 		t.Errorf("the EPP cluster uses port %d, the Service's grpc-ext-proc is %d", facts.eppPort, extProc)
 	}
 }
+
+// adminReaderFile is the ClusterRole that opens the admin API, shipped
+// outside the kustomizations (they hold namespaced objects only).
+const adminReaderFile = "cluster/admin-api-reader.yaml"
+
+// adminReaderObjects returns the file's ClusterRole and the example
+// ClusterRoleBinding its comment shows (uncommented).
+func adminReaderObjects(t testing.TB) (*rbacv1.ClusterRole, *rbacv1.ClusterRoleBinding) {
+	t.Helper()
+	data, err := os.ReadFile(adminReaderFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u, err := decodeObject(data)
+	if err != nil {
+		t.Fatalf("%s: %v", adminReaderFile, err)
+	}
+	if u.GetKind() != "ClusterRole" || u.GetAPIVersion() != "rbac.authorization.k8s.io/v1" {
+		t.Fatalf("%s holds %s, want one ClusterRole", adminReaderFile, describe(u))
+	}
+	// The example binding: the commented lines after "# ---".
+	_, example, ok := strings.Cut(string(data), "\n# ---\n")
+	if !ok {
+		t.Fatalf("%s: no commented example binding after \"# ---\"", adminReaderFile)
+	}
+	var b strings.Builder
+	for _, l := range strings.Split(strings.TrimRight(example, "\n"), "\n") {
+		if l != "#" && !strings.HasPrefix(l, "# ") {
+			t.Fatalf("%s: example line %q is not commented", adminReaderFile, l)
+		}
+		b.WriteString(strings.TrimPrefix(strings.TrimPrefix(l, "#"), " ") + "\n")
+	}
+	bu, err := decodeObject([]byte(b.String()))
+	if err != nil {
+		t.Fatalf("%s: example binding: %v", adminReaderFile, err)
+	}
+	return typed[rbacv1.ClusterRole](t, u), typed[rbacv1.ClusterRoleBinding](t, bu)
+}
+
+// TestAdminReaderClusterRole: the shipped ClusterRole grants exactly get
+// on the admin API's non-resource URLs (nothing else: no resources, no
+// other verb or path), carries the removal label, and its example binding
+// names it with a namespaced ServiceAccount subject.
+func TestAdminReaderClusterRole(t *testing.T) {
+	role, binding := adminReaderObjects(t)
+	if role.Name != "switchyard-admin-api-reader" || role.Namespace != "" {
+		t.Errorf("ClusterRole %s/%s, want switchyard-admin-api-reader without a namespace", role.Namespace, role.Name)
+	}
+	if role.Labels["app.kubernetes.io/part-of"] != "switchyard" {
+		t.Errorf("ClusterRole %s lacks app.kubernetes.io/part-of=switchyard", role.Name)
+	}
+	want := []rbacv1.PolicyRule{{NonResourceURLs: []string{"/admin", "/admin/*"}, Verbs: []string{"get"}}}
+	if !slices.EqualFunc(role.Rules, want, func(a, b rbacv1.PolicyRule) bool {
+		return slices.Equal(a.NonResourceURLs, b.NonResourceURLs) && slices.Equal(a.Verbs, b.Verbs) &&
+			len(a.APIGroups)+len(a.Resources)+len(a.ResourceNames) == 0
+	}) || role.AggregationRule != nil {
+		t.Errorf("ClusterRole %s rules %+v, want exactly %+v", role.Name, role.Rules, want)
+	}
+	if binding.RoleRef != (rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: role.Name}) {
+		t.Errorf("example ClusterRoleBinding roleRef %+v, want ClusterRole %s", binding.RoleRef, role.Name)
+	}
+	if len(binding.Subjects) != 1 || binding.Subjects[0].Kind != "ServiceAccount" || binding.Subjects[0].Namespace == "" {
+		t.Errorf("example ClusterRoleBinding subjects %+v, want one ServiceAccount with its namespace", binding.Subjects)
+	}
+}

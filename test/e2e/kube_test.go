@@ -433,6 +433,53 @@ func TestGIEHelmChartDropIn(t *testing.T) {
 		require.Equal(t, tc.want, resp.StatusCode, "GET %s with token %.12q", tc.path, tc.token)
 	}
 
+	// The admin API (C-51) is guarded by the same filter: a token bound
+	// to the shipped ClusterRole (manifests/cluster/admin-api-reader.yaml)
+	// reads it; the /metrics reader's and an unbound token get 403.
+	adminReader := adminReaderToken(t, env, ns, "admin-reader")
+	adminGet := func(path, token string) int {
+		req, err := http.NewRequest(http.MethodGet, "http://127.0.0.1:9090"+path, nil)
+		require.NoError(t, err)
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		_ = resp.Body.Close()
+		return resp.StatusCode
+	}
+	// The RBAC authorizer reads the new binding through an informer.
+	require.Eventually(t, func() bool { return adminGet("/admin/backends", adminReader) == http.StatusOK }, 30*time.Second, 100*time.Millisecond,
+		"GET /admin/backends with a token bound to switchyard-admin-api-reader")
+	for _, tc := range []struct {
+		path, token string
+		want        int
+	}{
+		{"/admin/backends", "", http.StatusUnauthorized},
+		{"/admin/backends", reader, http.StatusForbidden},
+		{"/admin/backends", stranger, http.StatusForbidden},
+		{"/admin/stats/backends", adminReader, http.StatusOK},
+		{"/admin/prefix-routing/stats", adminReader, http.StatusOK},
+		{"/metrics", adminReader, http.StatusForbidden},
+	} {
+		require.Equal(t, tc.want, adminGet(tc.path, tc.token), "GET %s with token %.12q", tc.path, tc.token)
+	}
+	// One endpoint's engine stats, by the name /admin/backends gives it.
+	req, err := http.NewRequest(http.MethodGet, "http://127.0.0.1:9090/admin/backends", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+adminReader)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	var backends struct {
+		Backends []struct {
+			Name string `json:"name"`
+		} `json:"backends"`
+	}
+	require.NoError(t, json.NewDecoder(resp.Body).Decode(&backends))
+	_ = resp.Body.Close()
+	require.Len(t, backends.Backends, len(sims))
+	require.Equal(t, http.StatusOK, adminGet("/admin/backends/"+backends.Backends[0].Name+"/engine-stats", adminReader))
+
 	// GIE's pool gauges and controller-runtime's own metrics on one /metrics.
 	require.Eventually(t, func() bool {
 		fams, err := scrapeWithToken(context.Background(), "http://127.0.0.1:9090/metrics", reader)
@@ -493,6 +540,28 @@ func serviceAccountToken(t *testing.T, env *kubetest.Env, ns, name, path string)
 	tok, err := cs.CoreV1().ServiceAccounts(ns).CreateToken(ctx, name, &authnv1.TokenRequest{Spec: authnv1.TokenRequestSpec{ExpirationSeconds: ptr.To[int64](3600)}}, metav1.CreateOptions{})
 	require.NoError(t, err)
 	return tok.Status.Token
+}
+
+// adminReaderToken creates a ServiceAccount, binds it to the admin API
+// reader ClusterRole that manifests/cluster/admin-api-reader.yaml ships
+// (created from the file) and returns a token for it.
+func adminReaderToken(t *testing.T, env *kubetest.Env, ns, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	tok := serviceAccountToken(t, env, ns, name, "")
+	data, err := os.ReadFile(filepath.Join("..", "..", "manifests", "cluster", "admin-api-reader.yaml"))
+	require.NoError(t, err)
+	u := &unstructured.Unstructured{}
+	require.NoError(t, utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096).Decode(&u.Object))
+	require.Equal(t, "ClusterRole", u.GetKind())
+	require.NoError(t, env.Client.Create(ctx, u))
+	cs, err := kubernetes.NewForConfig(env.Config)
+	require.NoError(t, err)
+	_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: u.GetName()},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}}}, metav1.CreateOptions{})
+	require.NoError(t, err)
+	return tok
 }
 
 // startSim runs a model-server simulator on addr until the test ends.

@@ -17,8 +17,8 @@ import (
 
 // usageConfig puts the usage-weight term, with quota-aware observation
 // (TTL 5s; a metering window of an hour, so the whole test is one window
-// however slow the machine), before a round-robin strategy-picker whose threshold the term
-// (at most 0.2) can reach.
+// however slow the machine), before a round-robin strategy-picker: the term decides by
+// strict dominance whenever a candidate's contribution is above 0 (C-37).
 const usageConfig = `apiVersion: inference.networking.x-k8s.io/v1alpha1
 kind: EndpointPickerConfig
 plugins:
@@ -28,7 +28,7 @@ plugins:
     stalenessInterval: 1h
     quotaAware: {enabled: true, ttl: 5s}
 - type: strategy-picker
-  parameters: {strategy: RoundRobin, scorerThreshold: 0.1}
+  parameters: {strategy: RoundRobin}
 schedulingProfiles:
 - name: default
   plugins:
@@ -41,8 +41,10 @@ const adminToken = "e2e-admin-token-fedcba9876543210"
 // TestC40_QuotaAwareThroughTheGateway: two equal modelsim endpoints behind
 // the gateway, one answering with OpenAI rate-limit headers near
 // exhaustion (2 of 100 requests left): it receives fewer requests than
-// its twin; once its headers recover (the runtime control) and its old
-// snapshot is stale, the split alternates again. The admin API answers
+// its twin; once its headers recover to the share its twin reports (99 of
+// 100 both, set with the runtime control) and the old snapshots are stale,
+// each is observed once more and the equal shares tie: the strategy
+// alternates again. The admin API answers
 // 401 without its token and the documented JSON with it.
 func TestC40_QuotaAwareThroughTheGateway(t *testing.T) {
 	tokenFile := filepath.Join(t.TempDir(), "admin-token")
@@ -138,15 +140,23 @@ func TestC40_QuotaAwareThroughTheGateway(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, body)
 	require.JSONEq(t, `{"pickers": []}`, body)
 
-	// Recovery: sim-0's headers say 100 of 100 again; after its snapshot's
-	// TTL it is back in the rotation, and its fresh headers keep it there.
-	req, err := http.NewRequest(http.MethodPut, "http://"+c.simAddr[0]+"/modelsim/ratelimit",
-		strings.NewReader(`{"limitRequests":100,"remainingRequests":100,"limitTokens":-1,"remainingTokens":-1}`))
-	require.NoError(t, err)
-	resp, err := http.DefaultClient.Do(req)
-	require.NoError(t, err)
-	resp.Body.Close()
-	require.Equal(t, http.StatusOK, resp.StatusCode)
+	// Recovery: both endpoints' headers say 99 of 100. After the TTL both
+	// snapshots are stale and their local estimates (the declaration
+	// minus the few requests metered) lie above 0.99: the less used one,
+	// sim-0, is taken and observed at 0.99, then sim-1 (its estimate is
+	// still above 0.99), and from then on the observed shares tie and the
+	// round-robin strategy decides. (A snapshot that goes stale on a slow
+	// machine puts its endpoint ahead for one request, which observes it
+	// again.)
+	for i := range c.simAddr {
+		req, err := http.NewRequest(http.MethodPut, "http://"+c.simAddr[i]+"/modelsim/ratelimit",
+			strings.NewReader(`{"limitRequests":100,"remainingRequests":99,"limitTokens":-1,"remainingTokens":-1}`))
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		require.Equal(t, http.StatusOK, resp.StatusCode)
+	}
 	time.Sleep(5500 * time.Millisecond)
 	after := send("recovered", 20)
 	require.InDelta(t, 10, after["sim-0"], 1, "%v", after)

@@ -10,7 +10,11 @@
 // host wraps it with a guard (TokenGuard over --admin-token-file in
 // standalone mode, the metrics port's TokenReview/SubjectAccessReview
 // filter in Kubernetes mode). Without either the API is off and its paths
-// answer 404. The documents' fields are described in the repository's
+// answer 404. In Kubernetes mode the SubjectAccessReview asks for `get` on
+// the request's path as a non-resource URL; the repository ships the
+// ClusterRole that allows it, switchyard-admin-api-reader
+// (nonResourceURLs "/admin" and "/admin/*", manifests/cluster/), with an
+// example binding (see manifests/README.md, "Admin API access"). The documents' fields are described in the repository's
 // README ("Admin API").
 //
 // Imported by pkg/server. It starts no goroutine.

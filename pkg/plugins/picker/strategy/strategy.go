@@ -8,6 +8,14 @@
 // scorerMargin × that weight, the strategy-picker takes that endpoint. Otherwise its strategy, one of the nine of
 // pkg/scheduling/strategies, chooses among all the scored candidates.
 //
+// A term may ask for strict dominance instead (C-37) by setting
+// scheduling.StrictDominanceKey on the request in Score, as the
+// usage-weight-scorer does when its largest contribution is above 0: then
+// the endpoint whose total weighted score is strictly greater than every
+// other decides, with no threshold or margin, and a tied top leaves the
+// choice to the strategy. Every pick records who decided in
+// scheduling.DecidedByKey.
+//
 // A strategy is an ordinary picker type (round-robin-picker, …). The
 // configuration loader builds it from the strategy and strategyParameters
 // parameters as a hidden instance named "<name>/strategy" before the
@@ -161,23 +169,12 @@ func New(name string, p Params, h scheduling.Handle) (*Picker, error) {
 	return pk, nil
 }
 
-// The values of the decided_by label.
-const (
-	DecidedByScorers  = "scorers"
-	DecidedByStrategy = "strategy"
+// The values of the decided_by label: scheduling.DecidedByScorers and
+// DecidedByStrategy as strings.
+var (
+	DecidedByScorers  = scheduling.DecidedByScorers.String()
+	DecidedByStrategy = scheduling.DecidedByStrategy.String()
 )
-
-// DecidedByKeyName is the name of DecidedByKey. A plugin that needs the
-// value declares its own scheduling.NewStateKey[string] of this name
-// (plugins never import each other).
-const DecidedByKeyName = "strategy-picker-decided-by"
-
-// DecidedByKey records on the request who decided the strategy-picker's
-// primary target: DecidedByScorers or DecidedByStrategy. It is set on
-// every pick of a request (not on a FallbacksOnly call); with several
-// profiles the last profile's pick wins. Terms read it in PreRequest to
-// count only the passes they decided (usage-weight-scorer, C-38).
-var DecidedByKey = scheduling.NewStateKey[string](DecidedByKeyName)
 
 // Strategy returns the canonical name of the strategy in effect.
 func (p *Picker) Strategy() string { return p.params.Strategy }
@@ -195,7 +192,12 @@ func (p *Picker) Pick(ctx context.Context, req *scheduling.Request, scored []sch
 	return p.PickInProfile(ctx, req, scored, scheduling.PickInfo{})
 }
 
-// PickInProfile implements scheduling.ProfilePicker. When one endpoint's
+// PickInProfile implements scheduling.ProfilePicker. When a scorer set
+// scheduling.StrictDominanceKey on the request (the usage-weight-scorer
+// with a contribution above 0, C-37), the endpoint whose total weighted
+// score is strictly greater than every other one's decides, with no
+// threshold and no margin, and a tie at the top leaves the choice to the
+// strategy. Otherwise, when one endpoint's
 // weighted score is at least scorerThreshold × info.TotalWeight (which
 // must be positive) and beats every other one by at least scorerMargin ×
 // info.TotalWeight (strictly, when the margin is 0), the scorers decided and that
@@ -205,14 +207,23 @@ func (p *Picker) Pick(ctx context.Context, req *scheduling.Request, scored []sch
 // that order with info.FallbacksOnly, so that it records no pick. Pick may
 // reorder scored.
 func (p *Picker) PickInProfile(ctx context.Context, req *scheduling.Request, scored []scheduling.ScoredEndpoint, info scheduling.PickInfo) *scheduling.ProfileResult {
+	// A term that asked for strict dominance (C-37) is read and cleared
+	// on every call, also when nothing is scored, so that no later
+	// profile inherits it.
+	strict := scheduling.TakeStrictDominance(req)
 	if len(scored) == 0 {
 		return &scheduling.ProfileResult{}
 	}
-	top := p.decided(scored, info.TotalWeight)
+	var top int
+	if strict {
+		top = scheduling.StrictlyDominant(scored)
+	} else {
+		top = p.decided(scored, info.TotalWeight)
+	}
 	if top < 0 {
 		p.byStrat.Inc()
 		if req != nil && !info.FallbacksOnly {
-			DecidedByKey.Set(req, DecidedByStrategy)
+			scheduling.DecidedByKey.Set(req, scheduling.DecidedByStrategy)
 		}
 		res := p.runStrategy(ctx, req, scored, info)
 		if l := p.log.V(4); l.Enabled() && len(res.Targets) > 0 {
@@ -223,10 +234,10 @@ func (p *Picker) PickInProfile(ctx context.Context, req *scheduling.Request, sco
 	chosen := scored[top]
 	p.byScorers.Inc()
 	if req != nil && !info.FallbacksOnly {
-		DecidedByKey.Set(req, DecidedByScorers)
+		scheduling.DecidedByKey.Set(req, scheduling.DecidedByScorers)
 	}
 	if l := p.log.V(4); l.Enabled() {
-		l.Info("Strategy picker: the scorers decided", "endpoint", chosen.Endpoint.String(), "score", chosen.Score,
+		l.Info("Strategy picker: the scorers decided", "endpoint", chosen.Endpoint.String(), "score", chosen.Score, "strictDominance", strict,
 			"threshold", p.threshold*info.TotalWeight, "margin", p.margin*info.TotalWeight, "totalWeight", info.TotalWeight, "request", requestID(req))
 	}
 	if p.Max == 1 {

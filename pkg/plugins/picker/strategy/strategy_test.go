@@ -220,12 +220,12 @@ func TestC02_ScorersDecideElseStrategy(t *testing.T) {
 			byStrategy := value(t, p.byStrat)
 			// The request records who decided (DecidedByKey), for terms
 			// that count only the passes they decided (C-38).
-			wantBy := DecidedByScorers
+			wantBy := scheduling.DecidedByScorers
 			if tt.want == "strategy" {
-				wantBy = DecidedByStrategy
+				wantBy = scheduling.DecidedByStrategy
 			}
-			if by, ok := DecidedByKey.Get(req); !ok || by != wantBy {
-				t.Errorf("DecidedByKey = %q, %v; want %q", by, ok, wantBy)
+			if by, ok := scheduling.DecidedByKey.Get(req); !ok || by != wantBy {
+				t.Errorf("DecidedByKey = %v, %v; want %v", by, ok, wantBy)
 			}
 			if tt.want == "strategy" {
 				if f.calls != 1 || names(res) != "ep-0" || byStrategy != 1 || byScorers != 0 {
@@ -497,5 +497,63 @@ func TestMetricsLint(t *testing.T) {
 	}
 	for _, pr := range problems {
 		t.Errorf("metric %s: %s", pr.Metric, pr.Text)
+	}
+}
+
+// TestC37_StrictDominance: when a term set scheduling.StrictDominanceKey,
+// the endpoint with the strictly highest total decides, however small its
+// lead and below any threshold; a tie at the top leaves the strategy to
+// decide; the key is cleared, so the next pass without it is judged by
+// threshold and margin again.
+func TestC37_StrictDominance(t *testing.T) {
+	const total = 7.0
+	tests := []struct {
+		name   string
+		scores []float64
+		strict bool
+		want   string // endpoint, or "strategy"
+	}{
+		{name: "lead under the margin decides", scores: []float64{0.18, 0.16}, strict: true, want: "ep-0"},
+		{name: "lead of float noise decides", scores: []float64{5, 5 + 1e-9}, strict: true, want: "ep-1"},
+		{name: "below the threshold decides", scores: []float64{0.01, 0, 0}, strict: true, want: "ep-0"},
+		{name: "tied top: strategy", scores: []float64{0.2, 0.2, 0.1}, strict: true, want: "strategy"},
+		{name: "tied top after the leader: strategy", scores: []float64{0.1, 0.2, 0.2}, strict: true, want: "strategy"},
+		{name: "lone candidate", scores: []float64{0}, strict: true, want: "ep-0"},
+		{name: "without the key the margin rules", scores: []float64{0.18, 0.16}, strict: false, want: "strategy"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p, f := newPicker(t, DefaultParams(), prometheus.NewRegistry())
+			req := &scheduling.Request{ID: "r"}
+			if tt.strict {
+				scheduling.StrictDominanceKey.Set(req, true)
+			}
+			res := p.PickInProfile(t.Context(), req, schedulingtest.Scored(tt.scores...), scheduling.PickInfo{TotalWeight: total, Scorers: 3})
+			by, _ := scheduling.DecidedByKey.Get(req)
+			if _, left := scheduling.StrictDominanceKey.Get(req); left {
+				t.Error("StrictDominanceKey left on the request")
+			}
+			if tt.want == "strategy" {
+				if f.calls != 1 || by != scheduling.DecidedByStrategy || names(res) != "ep-0" {
+					t.Errorf("got %s decided by %v (strategy calls %d), want the strategy's first turn", names(res), by, f.calls)
+				}
+				return
+			}
+			if names(res) != tt.want || f.calls != 0 || by != scheduling.DecidedByScorers {
+				t.Errorf("got %s decided by %v (strategy calls %d), want %s from the scorers", names(res), by, f.calls, tt.want)
+			}
+		})
+	}
+}
+
+// TestC37_StrictDominanceClearedWithoutCandidates: a pass with nothing to
+// pick still consumes the request's key.
+func TestC37_StrictDominanceClearedWithoutCandidates(t *testing.T) {
+	p, _ := newPicker(t, DefaultParams(), prometheus.NewRegistry())
+	req := &scheduling.Request{}
+	scheduling.StrictDominanceKey.Set(req, true)
+	p.PickInProfile(t.Context(), req, nil, scheduling.PickInfo{TotalWeight: 1})
+	if _, left := scheduling.StrictDominanceKey.Get(req); left {
+		t.Error("StrictDominanceKey left on the request")
 	}
 }

@@ -68,13 +68,20 @@ func pool(tpm int) []*scheduling.Endpoint {
 // endpoint answers with, and returns the endpoint's name.
 func serve(t *testing.T, l *config.Loaded, eps []*scheduling.Endpoint, headers func(name string) map[string]string) string {
 	t.Helper()
+	return serveUsage(t, l, eps, headers, 100)
+}
+
+// serveUsage is serve with the total tokens the response reports (0:
+// none, so nothing is metered).
+func serveUsage(t *testing.T, l *config.Loaded, eps []*scheduling.Endpoint, headers func(name string) map[string]string, tokens int) string {
+	t.Helper()
 	ctx := context.Background()
 	req := &scheduling.Request{ID: "r", Model: "m"}
 	res, err := l.Scheduler.Schedule(ctx, req, eps)
 	require.NoError(t, err)
 	target := res.Targets()[0]
 	l.Scheduler.PreRequest(ctx, req, res)
-	resp := &scheduling.Response{StatusCode: 200, Usage: scheduling.Usage{TotalTokens: 100}}
+	resp := &scheduling.Response{StatusCode: 200, Usage: scheduling.Usage{TotalTokens: tokens}}
 	if headers != nil {
 		resp.Headers = headers(target.Name())
 	}
@@ -92,14 +99,86 @@ func names(t *testing.T, l *config.Loaded, eps []*scheduling.Endpoint, n int, he
 }
 
 // TestC37_EqualReplicasKeepAlternating: two replicas with equal budgets
-// alternate although each request's metered usage makes the other one
-// lead by a hair: a lead below the picker's margin leaves the strategy to
-// decide, so there is no flapping.
+// whose responses report no usage keep exactly equal remaining quotas:
+// no total is strictly greater, so the round-robin strategy decides and
+// they alternate. When usage is metered, each request makes the other
+// replica strictly ahead, the term decides (C-37: strict dominance, no
+// margin) and the split stays even: neither is ever more than one
+// request ahead.
 func TestC37_EqualReplicasKeepAlternating(t *testing.T) {
 	l := load(t, withTerm, prometheus.NewRegistry(), nil)
 	defer l.Close()
-	got := names(t, l, pool(1_000_000), 8, nil)
+	eps := pool(1_000_000)
+	var got []string
+	for range 8 {
+		got = append(got, serveUsage(t, l, eps, nil, 0))
+	}
 	assert.Equal(t, []string{"ep-0", "ep-1", "ep-0", "ep-1", "ep-0", "ep-1", "ep-0", "ep-1"}, got)
+
+	metered := load(t, withTerm, prometheus.NewRegistry(), nil)
+	defer metered.Close()
+	count := map[string]int{}
+	for i := range 16 {
+		count[serve(t, metered, eps, nil)]++
+		assert.LessOrEqual(t, abs(count["ep-0"]-count["ep-1"]), 1, "after %d: %v", i+1, count)
+	}
+	assert.Equal(t, map[string]int{"ep-0": 8, "ep-1": 8}, count)
+}
+
+func abs(v int) int { return max(v, -v) }
+
+// strictConfig is the term before a strategy-picker with its default
+// scorerThreshold 0.3 and scorerMargin 0.05: the term (at most 0.2 of a
+// total weight of 1) can reach neither.
+const strictConfig = head + `plugins:
+  - type: usage-weight-scorer
+    parameters:
+      quotaAware: {enabled: true, ttl: 10s}
+  - type: strategy-picker
+schedulingProfiles:
+  - name: default
+    plugins:
+      - pluginRef: usage-weight-scorer
+      - pluginRef: strategy-picker
+`
+
+// TestC37_StrictDominanceThroughTheLoader: loaded from YAML with the
+// picker's default threshold and margin, an endpoint with 0.9 of its quota
+// left beats one with 0.8 (contributions 0.18 and 0.16: below the
+// threshold, a lead under the margin) on every request; with equal
+// remaining quotas the strategy alternates; with both exhausted (0) the
+// strategy decides too.
+func TestC37_StrictDominanceThroughTheLoader(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		remaining map[string]string
+		want      []string
+	}{
+		{"0.9 vs 0.8", map[string]string{"ep-0": "80", "ep-1": "90"}, []string{"ep-1", "ep-1", "ep-1", "ep-1", "ep-1", "ep-1"}},
+		{"equal", map[string]string{"ep-0": "90", "ep-1": "90"}, []string{"ep-0", "ep-1", "ep-0", "ep-1", "ep-0", "ep-1"}},
+		{"exhausted", map[string]string{"ep-0": "0", "ep-1": "0"}, []string{"ep-0", "ep-1", "ep-0", "ep-1", "ep-0", "ep-1"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			reg := prometheus.NewRegistry()
+			l := load(t, strictConfig, reg, nil)
+			defer l.Close()
+			s := l.Plugins[usageweight.Type].(*usageweight.Scorer)
+			eps := pool(0)
+			headers := func(name string) map[string]string {
+				return map[string]string{"x-ratelimit-limit-requests": "100", "x-ratelimit-remaining-requests": tc.remaining[name]}
+			}
+			// Both observed once (no declaration: only the observations
+			// make them take part).
+			for _, e := range eps {
+				s.ResponseReceived(context.Background(), &scheduling.Request{}, &scheduling.Response{StatusCode: 200, Headers: headers(e.Name())}, e)
+			}
+			got := names(t, l, eps, 6, headers)
+			assert.Equal(t, tc.want, got)
+			if tc.name == "0.9 vs 0.8" {
+				assert.Equal(t, 6.0, counter(t, reg, usageweight.UsageDecisionsMetric, "ep-1", usageweight.ReasonApplied))
+			}
+		})
+	}
 }
 
 // TestC37_C40_NearExhaustedGetsFewer: an endpoint whose OpenAI headers say
@@ -126,16 +205,22 @@ func TestC37_C40_NearExhaustedGetsFewer(t *testing.T) {
 	}
 	assert.Equal(t, map[string]int{"ep-1": 10}, count, "the near-exhausted twin gets nothing while the other has budget")
 
-	// ep-0 recovers; its stale snapshot falls back to the (unused)
-	// declaration and it is back; fresh recovered headers keep alternation.
+	// ep-0 recovers. Its stale snapshot falls back to the declaration
+	// minus its metered use, which leaves it more than ep-1 (fresh
+	// headers at 100 of 100, but more tokens metered): the term takes
+	// ep-0 until the metered use evens out, and from then on the split
+	// stays even.
 	remaining["ep-0"] = "100"
 	now = now.Add(11 * time.Second)
-	got = names(t, l, eps, 6, headers)
-	count = map[string]int{}
-	for _, n := range got {
+	got = names(t, l, eps, 20, headers)
+	count = map[string]int{"ep-0": 1, "ep-1": 11} // with the earlier phases
+	for i, n := range got {
 		count[n]++
+		if i < 10 {
+			assert.Equal(t, "ep-0", n, "request %d: ep-0 catches up: %v", i, got)
+		}
 	}
-	assert.Equal(t, map[string]int{"ep-0": 3, "ep-1": 3}, count, "%v", got)
+	assert.Equal(t, map[string]int{"ep-0": 16, "ep-1": 16}, count, "%v", got)
 }
 
 // TestC39_ReloadTogglesTheTerm: the term is on exactly when a profile
@@ -286,23 +371,23 @@ func TestC39_MixedPoolSampleValidates(t *testing.T) {
 	assert.Equal(t, datastore.ProviderRPMKey.Name(), usageweight.ProviderRPMAttribute)
 }
 
-// TestC38_AppliedOnlyWhenTheTermDecides: two equal replicas under a
-// round-robin strategy-picker. After each request to ep-0 the metered
-// usage gives ep-1 a lead below the picker's margin: the strategy decides
-// that pass and it counts nothing (no applied although ep-1 led and was
-// chosen); after each request to ep-1 the replicas tie, the strategy
-// decides and no_differentiation counts against ep-0.
+// TestC38_AppliedOnlyWhenTheTermDecides: two replicas with equal budgets
+// before a round-robin strategy-picker. When they tie (no usage, or equal
+// usage) the strategy decides and no_differentiation counts against its
+// choice; after a request to one, the other is strictly ahead, the term
+// decides it (strict dominance) and applied counts against it.
 func TestC38_AppliedOnlyWhenTheTermDecides(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	l := load(t, withTerm, reg, nil)
 	defer l.Close()
 	got := names(t, l, pool(1_000_000), 8, nil)
-	require.Equal(t, []string{"ep-0", "ep-1", "ep-0", "ep-1", "ep-0", "ep-1", "ep-0", "ep-1"}, got)
+	// tie (strategy: ep-0), ep-1 ahead (term), tie (strategy: ep-1), ep-0
+	// ahead (term), ...
+	require.Equal(t, []string{"ep-0", "ep-1", "ep-1", "ep-0", "ep-0", "ep-1", "ep-1", "ep-0"}, got)
 	for _, ep := range []string{"ep-0", "ep-1"} {
-		assert.Equal(t, -1.0, counter(t, reg, usageweight.UsageDecisionsMetric, ep, usageweight.ReasonApplied), ep)
+		assert.Equal(t, 2.0, counter(t, reg, usageweight.UsageDecisionsMetric, ep, usageweight.ReasonApplied), ep)
+		assert.Equal(t, 2.0, counter(t, reg, usageweight.UsageDecisionsMetric, ep, usageweight.ReasonNoDifferentiation), ep)
 	}
-	assert.Equal(t, 4.0, counter(t, reg, usageweight.UsageDecisionsMetric, "ep-0", usageweight.ReasonNoDifferentiation))
-	assert.Equal(t, -1.0, counter(t, reg, usageweight.UsageDecisionsMetric, "ep-1", usageweight.ReasonNoDifferentiation))
 }
 
 // TestC38_NotCountedWhenAnotherTermDecides: a second scorer (queue depth
@@ -354,8 +439,10 @@ func TestC38_NoDeclarationCountedWhenTheStrategyDecides(t *testing.T) {
 }
 
 // TestC38_DecidedByKeyIsTheStrategyPickers: the term reads the
-// strategy-picker's record under the same key name.
+// strategy-picker's record through the one typed key of pkg/scheduling,
+// whose values are the picker's decided_by labels.
 func TestC38_DecidedByKeyIsTheStrategyPickers(t *testing.T) {
-	assert.Equal(t, "strategy-picker-decided-by", strategy.DecidedByKey.Name())
 	assert.Equal(t, []string{"scorers", "strategy"}, []string{strategy.DecidedByScorers, strategy.DecidedByStrategy})
+	assert.Equal(t, []string{strategy.DecidedByScorers, strategy.DecidedByStrategy},
+		[]string{scheduling.DecidedByScorers.String(), scheduling.DecidedByStrategy.String()})
 }

@@ -4,6 +4,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/switchyard-ai/switchyard/pkg/internal/monotime"
 )
 
 // Axis names of an Observation, as the admin API shows them.
@@ -83,7 +85,7 @@ type Observation struct {
 	// bytes), for the admin API; at most len(headers) entries.
 	Headers map[string]string
 
-	at int64 // At in Unix nanoseconds
+	at int64 // At as monotime.Nanos: ages do not move with the wall clock
 }
 
 // Axis returns the named axis (AxisRequests or AxisTokens).
@@ -126,9 +128,9 @@ func ParseRateLimitHeaders(h map[string]string, at time.Time) (o Observation, ok
 		}
 	}
 	if o.Headers == nil {
-		return Observation{At: at, at: at.UnixNano()}, false
+		return Observation{At: at, at: monotime.Nanos(at)}, false
 	}
-	o.At, o.at = at, at.UnixNano()
+	o.At, o.at = at, monotime.Nanos(at)
 	for a := range 2 {
 		ax := o.axis(a)
 		for p := range numParts {

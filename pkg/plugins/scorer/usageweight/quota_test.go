@@ -9,6 +9,7 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard-ai/switchyard/pkg/internal/monotime/monotimetest"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling/schedulingtest"
 )
@@ -107,6 +108,37 @@ func TestC40_ObservationReplacesEstimate(t *testing.T) {
 	received(off, undeclared, openAI("1000", "1"))
 	assert.Equal(t, []float64{0}, score(off, nil, undeclared))
 	assert.Nil(t, off.lookup(undeclared))
+}
+
+// TestC40_AgesAreMonotonic: an observation's age comes from the
+// monotonic clock. With real readings, a wall clock stepped an hour
+// forward (or back) after the observation neither makes it stale nor
+// keeps it fresh beyond its TTL: the scores, the quota reason and the
+// admin view follow the monotonic time that passed.
+func TestC40_AgesAreMonotonic(t *testing.T) {
+	for _, step := range []time.Duration{time.Hour, -time.Hour} {
+		s, _, reg := newScorer(t, quotaParams()) // TTL = 60s
+		observed := time.Now()
+		now := observed
+		s.SetClock(func() time.Time { return now })
+		a := ep("a", 0, 0) // undeclared: it takes part only while fresh
+		received(s, a, openAI("100", "50"))
+
+		now = monotimetest.WallStepped(t, observed.Add(2*time.Second), step)
+		assert.InDelta(t, 0.2*0.5, score(s, nil, a)[0], 1e-12, "step %v: 2s old, fresh", step)
+		req := &scheduling.Request{}
+		score(s, req, a)
+		pre(s, req, a)
+		assert.Equal(t, 1.0, counts(t, reg)[QuotaDecisionsMetric+"/a/"+QuotaObservedUsed], "step %v", step)
+		q := s.EndpointStats(a).Quota
+		require.NotNil(t, q)
+		assert.InDelta(t, 2.0, q.AgeSeconds, 1e-9, "step %v", step)
+		assert.True(t, q.Fresh)
+
+		now = monotimetest.WallStepped(t, observed.Add(61*time.Second), step)
+		assert.Equal(t, 0.0, score(s, nil, a)[0], "step %v: 61s old, stale", step)
+		assert.False(t, s.EndpointStats(a).Quota.Fresh)
+	}
 }
 
 // TestC40_SnapshotLifecycle: replaced by every response that arrives (an

@@ -3,6 +3,7 @@ package usageweight
 import (
 	"time"
 
+	"github.com/switchyard-ai/switchyard/pkg/internal/monotime"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
@@ -71,7 +72,7 @@ func (s *Scorer) EndpointStats(e *scheduling.Endpoint) UsageStats {
 	if st != nil {
 		out.WindowTokens, out.WindowRequests = st.used(win)
 	}
-	if r, ok := s.remaining(e, st, now.UnixNano(), win); ok {
+	if r, ok := s.remaining(e, st, monotime.Nanos(now), win); ok {
 		out.Remaining = &r
 		out.Score = s.weight * r
 	}
@@ -79,7 +80,7 @@ func (s *Scorer) EndpointStats(e *scheduling.Endpoint) UsageStats {
 		return out
 	}
 	if o := st.obs.Load(); o != nil {
-		age := now.Sub(o.At)
+		age := monotime.Since(o.at, now)
 		q := &QuotaStats{ObservedAt: o.At, AgeSeconds: age.Seconds(), TTLSeconds: s.ttl.Seconds(), Fresh: age <= s.ttl,
 			Axes: map[string]QuotaAxis{}, Headers: map[string]string{}}
 		if o.Requests.Usable {

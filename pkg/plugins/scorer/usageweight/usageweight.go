@@ -17,6 +17,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
 
+	"github.com/switchyard-ai/switchyard/pkg/internal/monotime"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
@@ -160,6 +161,7 @@ type endpointState struct {
 	meter         atomic.Pointer[meter] // nil: nothing metered yet
 	obs           atomic.Pointer[Observation]
 	decl          atomic.Pointer[declaration]
+	applied       atomic.Pointer[decision] // the applied decision for the latest snapshot that led
 	series        [len(reasonsAll)]atomic.Pointer[prometheus.Counter]
 }
 
@@ -193,12 +195,38 @@ func limits(e *scheduling.Endpoint, st *endpointState) (tpm, rpm int) {
 }
 
 // decision is what Score found, kept on the request for PreRequest.
+// Decisions are shared and immutable: the two without a leader are
+// package values and an applied one is kept per endpoint snapshot, so
+// recording one on a request allocates nothing.
 type decision struct {
 	reason string
 	top    *scheduling.Endpoint
 }
 
-var decisionKey = scheduling.NewStateKey[decision]("usage-weight-decision")
+var (
+	noDeclaration     = &decision{reason: ReasonNoDeclaration}
+	noDifferentiation = &decision{reason: ReasonNoDifferentiation}
+)
+
+// appliedTo returns the applied decision for e, kept on e's state (st,
+// or a new state when e has none yet: once per endpoint and address, as
+// PreRequest would create it for the chosen endpoint anyway).
+func (s *Scorer) appliedTo(e *scheduling.Endpoint, st *endpointState) *decision {
+	if st == nil {
+		st = s.stateFor(e)
+	}
+	if d := st.applied.Load(); d != nil && d.top == e {
+		return d
+	}
+	d := &decision{reason: ReasonApplied, top: e}
+	st.applied.Store(d)
+	return d
+}
+
+// decisionKey holds the decision of the request's latest scheduling pass
+// until PreRequest counts it; PreRequest removes it, so a pass is counted
+// once however often PreRequest runs for it.
+var decisionKey = scheduling.NewStateKey[*decision]("usage-weight-decision")
 
 // New returns a usage-weight-scorer named name.
 func New(name string, p Params, h scheduling.Handle) (*Scorer, error) {
@@ -398,16 +426,21 @@ func clamp01(v float64) float64 { return min(max(v, 0), 1) }
 // Score implements scheduling.Scorer: weight × remaining for candidates
 // that declare a limit or have a fresh observation, exactly 0 for the
 // others and for exhausted ones (C-37). The scores are added to the
-// profile's other terms; whether that total decides is the picker's rule
-// (the strategy-picker's scorerThreshold and scorerMargin): a tie, such as
-// two replicas with equal budgets, leaves the choice to the strategy.
+// profile's other terms. When the largest contribution is above 0, Score
+// sets scheduling.StrictDominanceKey: the strategy-picker then takes the
+// candidate whose total is strictly greater than every other, with no
+// threshold or margin, and a tied top, such as two replicas with equal
+// budgets, leaves the choice to the strategy. Score allocates nothing
+// once the leader has a state (which it creates once per endpoint and
+// address otherwise).
 func (s *Scorer) Score(_ context.Context, req *scheduling.Request, endpoints []*scheduling.Endpoint, scores []float64) {
 	now := s.now()
 	win := s.windowIndex(now)
-	nowNano := now.UnixNano()
+	nowNano := monotime.Nanos(now)
 	states := *s.states.Load()
 	best, second := -1.0, -1.0
 	top := -1
+	var topSt *endpointState
 	for i, e := range endpoints {
 		st := states[e.Key()]
 		if st != nil {
@@ -423,7 +456,7 @@ func (s *Scorer) Score(_ context.Context, req *scheduling.Request, endpoints []*
 		c := s.weight * r
 		scores[i] = c
 		if c > best {
-			second, best, top = best, c, i
+			second, best, top, topSt = best, c, i, st
 		} else if c > second {
 			second = c
 		}
@@ -431,30 +464,26 @@ func (s *Scorer) Score(_ context.Context, req *scheduling.Request, endpoints []*
 	if req == nil {
 		return
 	}
-	d := decision{reason: ReasonNoDeclaration}
+	d := noDeclaration
 	switch {
 	case top < 0:
 	case best > 0 && best > second:
-		d = decision{reason: ReasonApplied, top: endpoints[top]}
+		d = s.appliedTo(endpoints[top], topSt)
 	default:
-		d.reason = ReasonNoDifferentiation
+		d = noDifferentiation
 	}
 	decisionKey.Set(req, d)
+	if best > 0 {
+		scheduling.StrictDominanceKey.Set(req, true)
+	}
 }
 
-// decidedByKey is the strategy-picker's record of who decided the pick
-// (its DecidedByKey: same name and type, so the same key; plugins never
-// import each other, a test pins the name).
-var decidedByKey = scheduling.NewStateKey[string]("strategy-picker-decided-by")
-
-// The values of decidedByKey.
-const (
-	decidedByScorers  = "scorers"
-	decidedByStrategy = "strategy"
-)
-
-// PreRequest implements scheduling.PreRequest: it counts the pass against
-// the chosen endpoint in routing_usage_weight_decisions_total only when
+// PreRequest implements scheduling.PreRequest: it counts the scheduling
+// pass once, against the endpoint the pass chose. A retry is a pass of
+// its own: PreRequest run again without a new pass (the framework runs
+// it again when a request is scheduled again before it completes) counts
+// nothing more, so the first attempt's endpoint is never counted twice.
+// It counts the pass in routing_usage_weight_decisions_total only when
 // the term's outcome decided it (C-38): applied when the scorers decided
 // and chose the term's strict leader; no_declaration or
 // no_differentiation when the strategy decided and the term had no
@@ -474,18 +503,21 @@ func (s *Scorer) PreRequest(_ context.Context, req *scheduling.Request, result *
 		return
 	}
 	d, ok := decisionKey.Get(req)
-	if !ok {
-		return // the scorer did not run for this request (another profile)
+	if !ok || d == nil {
+		// The scorer did not run for this request (another profile), or
+		// this pass was counted already.
+		return
 	}
+	decisionKey.Delete(req)
 	chosen := targets[0]
 	st := s.stateFor(chosen)
-	by, recorded := decidedByKey.Get(req)
+	by, recorded := scheduling.DecidedByKey.Get(req)
 	switch {
 	case d.reason == ReasonApplied:
-		if d.top == chosen && (!recorded || by == decidedByScorers) {
+		if d.top == chosen && (!recorded || by == scheduling.DecidedByScorers) {
 			s.inc(st, d.reason)
 		}
-	case !recorded || by == decidedByStrategy:
+	case !recorded || by == scheduling.DecidedByStrategy:
 		s.inc(st, d.reason)
 	}
 	if s.quota {
@@ -498,7 +530,7 @@ func (s *Scorer) quotaReason(st *endpointState, now time.Time) string {
 	switch {
 	case o == nil:
 		return QuotaAbsent
-	case now.UnixNano()-o.at > int64(s.ttl):
+	case monotime.Nanos(now)-o.at > int64(s.ttl):
 		return QuotaStale
 	case o.Requests.Usable || o.Tokens.Usable:
 		return QuotaObservedUsed

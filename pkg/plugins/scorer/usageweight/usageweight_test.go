@@ -149,7 +149,7 @@ func TestC37_StrictDominance(t *testing.T) {
 	req := &scheduling.Request{}
 	score(s, req, a, b)
 	d, _ := decisionKey.Get(req)
-	assert.Equal(t, decision{reason: ReasonApplied, top: b}, d, "b has strictly more left")
+	assert.Equal(t, decision{reason: ReasonApplied, top: b}, *d, "b has strictly more left")
 
 	ex := ep("ex", 10, 0)
 	complete(s, ex, 10)
@@ -157,6 +157,60 @@ func TestC37_StrictDominance(t *testing.T) {
 	score(s, req, ex, c)
 	d, _ = decisionKey.Get(req)
 	assert.Equal(t, ReasonNoDifferentiation, d.reason, "an exhausted declared endpoint ties with an undeclared one")
+}
+
+// TestC37_StrictDominanceKey: Score asks the picker for strict dominance
+// when its largest contribution is above 0, also when the top is tied
+// (the picker then finds no dominant total and the strategy decides);
+// never when no candidate declares or every declared one is exhausted.
+func TestC37_StrictDominanceKey(t *testing.T) {
+	s, _, _ := newScorer(t, DefaultParams())
+	ex := ep("ex", 10, 0)
+	complete(s, ex, 10)
+	for _, tc := range []struct {
+		name string
+		eps  []*scheduling.Endpoint
+		want bool
+	}{
+		{"none declare", []*scheduling.Endpoint{ep("c", 0, 0), ep("d", 0, 0)}, false},
+		{"exhausted and undeclared: all 0", []*scheduling.Endpoint{ex, ep("c", 0, 0)}, false},
+		{"equal replicas above 0", []*scheduling.Endpoint{ep("a", 1000, 0), ep("b", 1000, 0)}, true},
+		{"one declared", []*scheduling.Endpoint{ep("a", 1000, 0), ep("c", 0, 0)}, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := &scheduling.Request{}
+			score(s, req, tc.eps...)
+			v, ok := scheduling.StrictDominanceKey.Get(req)
+			assert.Equal(t, tc.want, ok && v)
+		})
+	}
+	zero := DefaultParams()
+	zero.Weight = 0
+	sz, _, _ := newScorer(t, zero)
+	req := &scheduling.Request{}
+	score(sz, req, ep("a", 1000, 0), ep("b", 10, 0))
+	_, ok := scheduling.StrictDominanceKey.Get(req)
+	assert.False(t, ok, "weight 0: every contribution is 0")
+}
+
+// TestC37_ScoreAllocatesNothing: scoring 1000 endpoints, also recording
+// an applied decision and the strict-dominance request, allocates
+// nothing once the endpoints' states exist.
+func TestC37_ScoreAllocatesNothing(t *testing.T) {
+	s, _, _ := newScorer(t, quotaParams())
+	eps := schedulingtest.Endpoints(1000, func(i int, e *schedulingtest.EndpointBuilder) {
+		e.Attr(ProviderTPMAttribute, 100000)
+	})
+	for i, e := range eps {
+		complete(s, e, i+1) // ep-0 used least: a strict leader
+	}
+	scores := make([]float64, len(eps))
+	req := &scheduling.Request{}
+	s.Score(context.Background(), req, eps, scores)
+	allocs := testing.AllocsPerRun(100, func() { s.Score(context.Background(), req, eps, scores) })
+	assert.Zero(t, allocs)
+	d, _ := decisionKey.Get(req)
+	assert.Equal(t, decision{reason: ReasonApplied, top: eps[0]}, *d)
 }
 
 // TestC38_TumblingWindow: usage is metered per endpoint in windows of
@@ -199,6 +253,47 @@ func TestC38_RPMCountsCompletedAttemptsWithUsage(t *testing.T) {
 
 func pre(s *Scorer, req *scheduling.Request, chosen *scheduling.Endpoint) {
 	s.PreRequest(context.Background(), req, &scheduling.Result{PrimaryProfile: "p", ProfileResults: map[string]*scheduling.ProfileResult{"p": {Targets: []*scheduling.Endpoint{chosen}}}})
+}
+
+// TestC38_RetryCountsEachPassOnce: PreRequest running again for a
+// request without a new scheduling pass (the framework reruns it when a
+// request is scheduled again before it completes) counts nothing more, so
+// the first attempt's endpoint is not counted twice and the other
+// endpoint is not counted for a pass that did not choose it; a retry that
+// is scheduled again (a new pass) counts once, against its own choice.
+func TestC38_RetryCountsEachPassOnce(t *testing.T) {
+	s, _, reg := newScorer(t, quotaParams())
+	a, b := ep("a", 1000, 0), ep("b", 1000, 0)
+	req := &scheduling.Request{}
+	score(s, req, a, b)
+	pre(s, req, a)
+	pre(s, req, a) // rerun, same pass
+	pre(s, req, b) // rerun, same pass, another target
+	assert.Equal(t, map[string]float64{
+		UsageDecisionsMetric + "/a/" + ReasonNoDifferentiation: 1,
+		QuotaDecisionsMetric + "/a/" + QuotaAbsent:             1,
+	}, counts(t, reg))
+
+	// The retry scheduled again: a pass of its own, counted for b.
+	score(s, req, a, b)
+	pre(s, req, b)
+	assert.Equal(t, map[string]float64{
+		UsageDecisionsMetric + "/a/" + ReasonNoDifferentiation: 1,
+		UsageDecisionsMetric + "/b/" + ReasonNoDifferentiation: 1,
+		QuotaDecisionsMetric + "/a/" + QuotaAbsent:             1,
+		QuotaDecisionsMetric + "/b/" + QuotaAbsent:             1,
+	}, counts(t, reg))
+
+	// RPM: the request completes once, on the endpoint that served it.
+	s.ResponseComplete(context.Background(), req, &scheduling.Response{StatusCode: 200, Usage: scheduling.Usage{TotalTokens: 5}}, b)
+	_, reqA := func() (int64, int64) {
+		if st := s.lookup(a); st != nil {
+			return st.used(s.windowIndex(s.now()))
+		}
+		return 0, 0
+	}()
+	_, reqB := s.lookup(b).used(s.windowIndex(s.now()))
+	assert.Equal(t, [2]int64{0, 1}, [2]int64{reqA, reqB})
 }
 
 // TestC38_DecisionMetrics: one count per pass against the chosen
