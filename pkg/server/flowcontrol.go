@@ -34,9 +34,10 @@ import (
 // release a request go through claim: the fast path of Enqueue (Hold) and
 // the dispatcher's pick (pickCounter, which refuses the pick when the
 // slot is taken, so the dispatcher releases nothing). slot and since
-// change together, only under mu; since (the claim's time, 0 when free)
-// is also an atomic, so Held reads it without the lock, in O(1). Started
-// frees the slot only if its own request holds it. A claim older than
+// change together, only under mu; both are also atomics, so Held reads
+// since (the claim's time, 0 when free) without the lock, in O(1), and
+// Started returns without the lock unless its own request holds the slot
+// (a request's claim happens before its Started), which it then frees. A claim older than
 // pickTimeout counts as free: the next claim replaces it, and the old
 // request's Started is then a no-op.
 //
@@ -55,9 +56,9 @@ type flowGate struct {
 	noEndpointWait atomic.Bool
 
 	mu    sync.Mutex
-	slot  *flowcontrol.Item // the pending release (mu); nil when free
-	since atomic.Int64      // slot's claim time in Unix ns (written under mu); 0 when free
-	now   func() time.Time  // time.Now; tests set a fake
+	slot  atomic.Pointer[flowcontrol.Item] // the pending release (written under mu); nil when free
+	since atomic.Int64                     // slot's claim time in Unix ns (written under mu); 0 when free
+	now   func() time.Time                 // time.Now; tests set a fake
 
 	started bool // Run started (flowRunner.mu)
 }
@@ -81,10 +82,13 @@ func (g *flowGate) Enqueue(ctx context.Context, it *flowcontrol.Item) flowcontro
 // Started implements extproc.FlowController: it frees the release slot if
 // it holds it.
 func (g *flowGate) Started(it *flowcontrol.Item) {
+	if g.slot.Load() != it {
+		return
+	}
 	g.mu.Lock()
-	ok := g.slot == it
+	ok := g.slot.Load() == it
 	if ok {
-		g.slot = nil
+		g.slot.Store(nil)
 		g.since.Store(0)
 	}
 	g.mu.Unlock()
@@ -112,10 +116,10 @@ func (g *flowGate) claim(it *flowcontrol.Item) bool {
 	now := max(g.now().UnixNano(), 1)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.slot != nil && g.heldAt(now) {
+	if g.slot.Load() != nil && g.heldAt(now) {
 		return false
 	}
-	g.slot = it
+	g.slot.Store(it)
 	g.since.Store(now)
 	return true
 }

@@ -5,7 +5,7 @@
 // Unlike utilization-detector it does not wait for scraped metrics: it
 // reads the in-flight counts of the inflight-load-producer, which the
 // producer puts on every request under scheduling.InFlightLoadKey. The
-// detector keeps no state of its own. It declares the key in Consumes and
+// detector keeps no counters of its own. It declares the key in Consumes and
 // names the producer as its DefaultProducer, so the configuration loader
 // adds an inflight-load-producer with default parameters when none is
 // configured. Pool saturation is the total in flight divided by the pool's
