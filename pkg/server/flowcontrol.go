@@ -37,9 +37,9 @@ import (
 // change together, only under mu; both are also atomics, so Held reads
 // since (the claim's time, 0 when free) without the lock, in O(1), and
 // Started returns without the lock unless its own request holds the slot
-// (a request's claim happens before its Started), which it then frees. A claim older than
-// pickTimeout counts as free: the next claim replaces it, and the old
-// request's Started is then a no-op.
+// (a request's claim happens before its Started), which it then frees. A
+// claim older than pickTimeout counts as free: the next claim replaces
+// it, and the old request's Started is then a no-op.
 //
 // (Before, Hold claimed with a compare-and-swap on a pending counter that
 // the dispatcher's pick incremented under the mutex without checking it:
