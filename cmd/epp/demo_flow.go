@@ -54,6 +54,13 @@ type flowScene struct {
 	bands      [len(demoBands)]sceneBand
 	started    atomic.Bool
 	finished   atomic.Bool
+	lastOther  atomic.Pointer[string] // why the last "other" answer was one
+}
+
+// other counts an answer that is neither served nor a flow-control refusal.
+func (s *flowScene) other(b *sceneBand, why string) {
+	b.other.Add(1)
+	s.lastOther.Store(&why)
 }
 
 // sceneBand counts one band's burst requests by their answer.
@@ -83,7 +90,7 @@ func (s *flowScene) run(ctx context.Context) {
 			band.sent.Add(1)
 			req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.url+"/v1/completions", strings.NewReader(body))
 			if err != nil {
-				band.other.Add(1)
+				s.other(band, err.Error())
 				return
 			}
 			req.Header.Set("content-type", "application/json")
@@ -91,7 +98,7 @@ func (s *flowScene) run(ctx context.Context) {
 			req.Header.Set(extproc.FairnessHeader, tenant)
 			resp, err := client.Do(req)
 			if err != nil {
-				band.other.Add(1)
+				s.other(band, err.Error())
 				return
 			}
 			_, _ = io.Copy(io.Discard, resp.Body)
@@ -104,7 +111,7 @@ func (s *flowScene) run(ctx context.Context) {
 			case resp.Header.Get(extproc.ReasonHeader) == extproc.ReasonTTLExpired:
 				band.ttlExpired.Add(1)
 			default:
-				band.other.Add(1)
+				s.other(band, fmt.Sprintf("%d %s", resp.StatusCode, resp.Header.Get(extproc.ReasonHeader)))
 			}
 		}()
 	}
@@ -210,6 +217,11 @@ func writeFlow(w io.Writer, g prometheus.Gatherer, s *flowScene) {
 			sent, ok, full, ttl, other)
 	}
 	_ = tw.Flush()
+	if s != nil {
+		if why := s.lastOther.Load(); why != nil {
+			fmt.Fprintf(w, "other: the last was %s\n", *why)
+		}
+	}
 }
 
 // ttlRe finds the demo configuration's defaultRequestTTL.
