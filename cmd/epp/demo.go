@@ -59,6 +59,11 @@ type demoFlags struct {
 	strategy   string
 	log        logFlags
 
+	// flowBurst is the size of the flow-control scene's burst (0: none),
+	// sent burstAfter after the banner.
+	flowBurst  int
+	burstAfter time.Duration
+
 	// sites > 1 runs the multi-site demo (demo_sites.go); cutSite,
 	// cutAfter and cutFor cut one site's relay link on a schedule, and
 	// stdin (nil in tests) carries the c key that toggles the cut.
@@ -83,6 +88,8 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&f.cutSite, "cut-site", "", "with --sites: cut this site's relay link after --cut-after (the site goes silent for the others), for --cut-for")
 	fs.DurationVar(&f.cutAfter, "cut-after", 20*time.Second, "with --cut-site: when to cut the link")
 	fs.DurationVar(&f.cutFor, "cut-for", 20*time.Second, "with --cut-site: how long the link stays cut (0: until the end)")
+	fs.IntVar(&f.flowBurst, "flow-burst", 96, "flow-control scene: send this many requests at once, two tenants and two priority bands in turn, shortly after the start (0: none); the table's flow-control lines show what waited, was released or refused")
+	f.burstAfter = 2 * time.Second
 	registerSelectionStrategy(fs, &f.strategy)
 	f.log.register(fs)
 	fs.Usage = func() {
@@ -101,6 +108,10 @@ func runDemo(args []string, stdout, stderr io.Writer) int {
 	f.log.errorsOnly = !vSet
 	if f.endpoints < 1 || f.endpoints > 64 {
 		fmt.Fprintf(stderr, "epp demo: --endpoints: must be 1..64, got %d\n", f.endpoints)
+		return 2
+	}
+	if f.flowBurst < 0 || f.flowBurst > 10000 {
+		fmt.Fprintf(stderr, "epp demo: --flow-burst: must be 0..10000, got %d\n", f.flowBurst)
 		return 2
 	}
 	if f.timeScale <= 0 || f.traffic < 0 {
@@ -216,19 +227,24 @@ func demo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	if err := os.WriteFile(epFile, []byte(endpoints.String()), 0o600); err != nil {
 		return err
 	}
+	objFile := filepath.Join(dir, "objectives.yaml")
+	if err := os.WriteFile(objFile, []byte(demoObjectives), 0o600); err != nil {
+		return err
+	}
 
 	// 2. The EPP, in standalone mode, with TLS as in production.
 	srv, err := server.New(server.Config{
-		GRPCAddr:      "127.0.0.1:0",
-		HealthAddr:    "127.0.0.1:0",
-		MetricsAddr:   "127.0.0.1:0",
-		SecureServing: true,
-		EnablePprof:   false,
-		ConfigFile:    f.configFile,
-		ConfigText:    demoConfigText(f.configFile),
-		EndpointsFile: epFile,
-		PoolName:      "demo",
-		Logger:        logger.WithName("epp"),
+		GRPCAddr:       "127.0.0.1:0",
+		HealthAddr:     "127.0.0.1:0",
+		MetricsAddr:    "127.0.0.1:0",
+		SecureServing:  true,
+		EnablePprof:    false,
+		ConfigFile:     f.configFile,
+		ConfigText:     demoConfigText(f.configFile, f.timeScale),
+		EndpointsFile:  epFile,
+		ObjectivesFile: objFile,
+		PoolName:       "demo",
+		Logger:         logger.WithName("epp"),
 
 		SelectionStrategy: f.strategy,
 	})
@@ -279,6 +295,13 @@ func demo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	if f.strategy != "" {
 		fmt.Fprintf(stdout, "Selection strategy %s decides whenever the scorers do not clearly prefer one endpoint.\n", f.strategy)
 	}
+	var scene *flowScene
+	if f.flowBurst > 0 {
+		scene = &flowScene{url: gwURL, model: simCfg.Model, n: f.flowBurst, after: f.burstAfter}
+		fmt.Fprintf(stdout, "Flow control: once each server has 4 requests in flight, requests wait in the EPP, the interactive objective's band\n"+
+			"(priority 10) before batch (0), tenants in turn; a burst of %d requests shows it (x-gateway-inference-objective: interactive|batch,\n"+
+			"x-gateway-inference-fairness-id: tenant-a|tenant-b).\n", f.flowBurst)
+	}
 	fmt.Fprintf(stdout, "Press Ctrl-C to stop.\n\n")
 
 	var load *demoLoad
@@ -287,9 +310,16 @@ func demo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		wg.Add(1)
 		go func() { defer wg.Done(); load.run(ctx) }()
 	}
+	if scene != nil {
+		wg.Add(1)
+		go func() { defer wg.Done(); scene.run(ctx) }()
+	}
 	if f.interval > 0 {
 		wg.Add(1)
-		go func() { defer wg.Done(); showTable(ctx, stdout, srv.Store(), f.interval, load) }()
+		go func() {
+			defer wg.Done()
+			showTable(ctx, stdout, srv.Store(), f.interval, load, func(w io.Writer) { writeFlow(w, srv.Registry(), scene) })
+		}()
 	}
 	select {
 	case <-ctx.Done():
@@ -305,7 +335,9 @@ func demo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 
 // showTable prints one line per endpoint every interval. On a terminal it
 // redraws in place.
-func showTable(ctx context.Context, w io.Writer, store *datastore.Store, every time.Duration, load *demoLoad) {
+//
+// extra, when set, appends lines to each table (the flow-control lines).
+func showTable(ctx context.Context, w io.Writer, store *datastore.Store, every time.Duration, load *demoLoad, extra func(io.Writer)) {
 	tty := isTerminal(w)
 	t := time.NewTicker(every)
 	defer t.Stop()
@@ -318,6 +350,9 @@ func showTable(ctx context.Context, w io.Writer, store *datastore.Store, every t
 		}
 		var table bytes.Buffer
 		writeTable(&table, store, load)
+		if extra != nil {
+			extra(&table)
+		}
 		var buf bytes.Buffer
 		if tty && lines > 0 {
 			fmt.Fprintf(&buf, "\033[%dA\033[J", lines) // redraw in place
@@ -380,13 +415,13 @@ func writeTable(w io.Writer, store *datastore.Store, load *demoLoad) {
 	}
 }
 
-// demoConfigText is the embedded demo configuration, unless the user gave
-// a file.
-func demoConfigText(file string) string {
+// demoConfigText is the embedded demo configuration, its flow-control
+// TTL scaled with the simulated time, unless the user gave a file.
+func demoConfigText(file string, timeScale float64) string {
 	if file != "" {
 		return ""
 	}
-	return demoConfig
+	return scaleDemoTTL(demoConfig, timeScale)
 }
 
 func isTerminal(w io.Writer) bool {

@@ -103,6 +103,9 @@ func TestDemoFlags(t *testing.T) {
 	errOut.Reset()
 	require.Equal(t, 2, runDemo([]string{"--time-scale", "-1"}, &out, &errOut))
 	require.Contains(t, errOut.String(), "--time-scale must be positive")
+	errOut.Reset()
+	require.Equal(t, 2, runDemo([]string{"--flow-burst", "-1"}, &out, &errOut))
+	require.Contains(t, errOut.String(), "--flow-burst: must be 0..10000")
 }
 
 // epp demo --selection-strategy runs the demo with that strategy behind the

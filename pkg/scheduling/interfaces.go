@@ -188,3 +188,35 @@ type DataExtractor interface {
 	Plugin
 	IsDataExtractor()
 }
+
+// PoolSaturationDetector is an optional SaturationDetector interface for
+// callers that have no request, such as the flow-control dispatcher: the
+// saturation of the candidates read from published, request-free state
+// only (endpoint metrics and attributes, in-flight counts). It runs no
+// data producer and records nothing; for the same state it returns what
+// Saturation returns for a request the producers have prepared.
+type PoolSaturationDetector interface {
+	SaturationDetector
+	PoolSaturation(candidates []*Endpoint) float64
+}
+
+// EndpointInFlightLoad is an optional InFlightLoad interface: an
+// endpoint's in-flight load read without a request and without the
+// producer having run over a candidate set (from the endpoint's own
+// accounting, LoadKey, and the producer's counters). It gives the counts
+// InFlight(e.Key()) gives once the producer has run over candidates that
+// include e.
+type EndpointInFlightLoad interface {
+	InFlightLoad
+	EndpointInFlight(e *Endpoint) (requests, tokens int64)
+}
+
+// InFlightLoadUser is implemented by plugins that read in-flight load
+// without a request (a PoolSaturationDetector counting in-flight
+// requests): the host gives them the configuration's producer of
+// InFlightLoadKey once the configuration is loaded, and again on every
+// load that keeps the plugin. Safe for concurrent use with the plugin's
+// other methods.
+type InFlightLoadUser interface {
+	UseInFlightLoad(load EndpointInFlightLoad)
+}

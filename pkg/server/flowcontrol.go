@@ -2,6 +2,7 @@ package server
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -18,11 +19,33 @@ import (
 // it (extproc.FlowController). It adds one rule to the controller's: while
 // a request the dispatcher (or Enqueue's fast path) released has not been
 // scheduled yet, the pool is held (flowcontrol.Holder): no room whatever
-// the band ceilings, while the saturation it reports stays the real one. A released request's load reaches the saturation
-// detector only once it is scheduled and forwarded (the in-flight count
-// starts then), so without the rule one free slot would release every
-// waiting request at once; with it, the dispatcher releases one request
-// per slot the detector reports, highest band first.
+// the band ceilings, while the saturation it reports stays the real one.
+// A released request's load reaches the saturation detector only once it
+// is scheduled and forwarded (the in-flight count starts then), so without
+// the rule one free slot would release every waiting request at once; with
+// it, the dispatcher releases one request per slot the detector reports,
+// highest band first.
+//
+// # The release slot
+//
+// Invariant: at most one released request is pending (released, not yet
+// Started) at any time, and it is slot. A release claims the slot (claim)
+// by checking it is free and taking it in one step under mu; both ways to
+// release a request go through claim: the fast path of Enqueue (Hold) and
+// the dispatcher's pick (pickCounter, which refuses the pick when the
+// slot is taken, so the dispatcher releases nothing). slot and since
+// change together, only under mu; both are also atomics, so Held reads
+// since (the claim's time, 0 when free) without the lock, in O(1), and
+// Started returns without the lock unless its own request holds the slot
+// (a request's claim happens before its Started), which it then frees. A
+// claim older than pickTimeout counts as free: the next claim replaces
+// it, and the old request's Started is then a no-op.
+//
+// (Before, Hold claimed with a compare-and-swap on a pending counter that
+// the dispatcher's pick incremented under the mutex without checking it:
+// a dispatcher that had read Held() == false before the fast path's Hold
+// then picked anyway, two requests were released on one slot, and Held()
+// scanned a map of picks on every call.)
 type flowGate struct {
 	c    *flowcontrol.Controller
 	pool *flowPool
@@ -31,14 +54,22 @@ type flowGate struct {
 	// (llm-d's scale-from-zero); otherwise a pool without endpoints
 	// refuses at once (503 no_endpoints).
 	noEndpointWait atomic.Bool
-	pending        atomic.Int64
-	mu             sync.Mutex
-	picked         map[*flowcontrol.Item]time.Time // released, not yet Started: since when
+
+	mu    sync.Mutex
+	slot  atomic.Pointer[flowcontrol.Item] // the pending release (written under mu); nil when free
+	since atomic.Int64                     // slot's claim time in Unix ns (written under mu); 0 when free
+	now   func() time.Time                 // time.Now; tests set a fake
 
 	started bool // Run started (flowRunner.mu)
 }
 
 var _ extproc.FlowController = (*flowGate)(nil)
+
+func newFlowGate(s *Server) *flowGate {
+	g := &flowGate{now: time.Now}
+	g.pool = &flowPool{s: s, gate: g}
+	return g
+}
 
 // Enqueue implements extproc.FlowController.
 func (g *flowGate) Enqueue(ctx context.Context, it *flowcontrol.Item) flowcontrol.Outcome {
@@ -48,14 +79,20 @@ func (g *flowGate) Enqueue(ctx context.Context, it *flowcontrol.Item) flowcontro
 	return g.c.Enqueue(ctx, it)
 }
 
-// Started implements extproc.FlowController.
+// Started implements extproc.FlowController: it frees the release slot if
+// it holds it.
 func (g *flowGate) Started(it *flowcontrol.Item) {
+	if g.slot.Load() != it {
+		return
+	}
 	g.mu.Lock()
-	_, ok := g.picked[it]
-	delete(g.picked, it)
+	ok := g.slot.Load() == it
+	if ok {
+		g.slot.Store(nil)
+		g.since.Store(0)
+	}
 	g.mu.Unlock()
 	if ok {
-		g.pending.Add(-1)
 		g.c.Notify()
 	}
 }
@@ -66,43 +103,49 @@ func (g *flowGate) Started(it *flowcontrol.Item) {
 // stream is stuck) and no longer holds the others back.
 const pickTimeout = time.Second
 
-// stillPending reports whether a released request is still waiting to be
-// scheduled, forgetting picks older than pickTimeout.
-func (g *flowGate) stillPending(now time.Time) bool {
+// heldAt reports whether the slot holds a claim younger than pickTimeout
+// at now (Unix ns). Lock-free.
+func (g *flowGate) heldAt(now int64) bool {
+	t := g.since.Load()
+	return t != 0 && now-t < int64(pickTimeout)
+}
+
+// claim takes the release slot for it, unless another request holds it
+// (a claim younger than pickTimeout).
+func (g *flowGate) claim(it *flowcontrol.Item) bool {
+	now := max(g.now().UnixNano(), 1)
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	for it, at := range g.picked {
-		if now.Sub(at) >= pickTimeout {
-			delete(g.picked, it)
-			g.pending.Add(-1)
-		}
+	if g.slot.Load() != nil && g.heldAt(now) {
+		return false
 	}
-	return len(g.picked) > 0
+	g.slot.Store(it)
+	g.since.Store(now)
+	return true
 }
 
 // Notify implements extproc.FlowController.
 func (g *flowGate) Notify() { g.c.Notify() }
 
 // pickCounter wraps a band's fairness policy: a flow it picks gives up its
-// head to the dispatcher (flowcontrol's selectLocked), which the gate
-// marks as released-not-started.
+// head to the dispatcher (flowcontrol's selectLocked), so the pick claims
+// the release slot for that head, and picks nothing when the slot is
+// taken.
 type pickCounter struct {
 	inner flowcontrol.FairnessPolicy
 	g     *flowGate
 }
 
 func (p pickCounter) Pick(b *flowcontrol.Band) *flowcontrol.Flow {
+	if p.g.heldAt(p.g.now().UnixNano()) {
+		return nil
+	}
 	f := p.inner.Pick(b)
 	if f == nil {
 		return nil
 	}
-	if h := f.Head(); h != nil {
-		p.g.mu.Lock()
-		if _, ok := p.g.picked[h]; !ok {
-			p.g.picked[h] = time.Now()
-			p.g.pending.Add(1)
-		}
-		p.g.mu.Unlock()
+	if h := f.Head(); h != nil && !p.g.claim(h) {
+		return nil // the fast path took the slot meanwhile
 	}
 	return f
 }
@@ -116,40 +159,35 @@ type flowPool struct {
 	gate *flowGate
 }
 
+// Saturation implements flowcontrol.Pool without a request: the detector's
+// pool view (scheduling.PoolSaturationDetector) reads published state
+// only; no data producer runs. A detector without a pool view is asked
+// with no request (SaturationDetector allows a nil request).
 func (p *flowPool) Saturation() (float64, int) {
 	cands := p.s.store.Snapshot().Routable()
 	if len(cands) == 0 {
 		return 1, 0
 	}
-	gen := p.s.gen.Load()
-	det := gen.loaded.SaturationDetector
+	det := p.s.gen.Load().loaded.SaturationDetector
 	if det == nil {
 		return 0, len(cands)
 	}
-	// Producers give detectors their per-request views (the in-flight
-	// load of concurrency-detector).
-	req := &scheduling.Request{}
-	ctx := context.Background()
-	gen.loaded.Scheduler.Prepare(ctx, req, cands)
-	return det.Saturation(ctx, req, cands), len(cands)
+	if pd, ok := det.(scheduling.PoolSaturationDetector); ok {
+		return pd.PoolSaturation(cands), len(cands)
+	}
+	return det.Saturation(context.Background(), nil, cands), len(cands)
 }
 
 // Held implements flowcontrol.Holder: a released request is not yet
-// scheduled.
+// scheduled. O(1), lock-free.
 func (p *flowPool) Held() bool {
-	return p.gate.pending.Load() > 0 && p.gate.stillPending(time.Now())
+	return p.gate.heldAt(p.gate.now().UnixNano())
 }
 
-// Hold implements flowcontrol.Holder: the fast path claims the one
-// release slot (an atomic compare-and-swap, no lock when it is taken).
+// Hold implements flowcontrol.Holder: the fast path claims the release
+// slot.
 func (p *flowPool) Hold(it *flowcontrol.Item) bool {
-	if !p.gate.pending.CompareAndSwap(0, 1) {
-		return false
-	}
-	p.gate.mu.Lock()
-	p.gate.picked[it] = time.Now()
-	p.gate.mu.Unlock()
-	return true
+	return p.gate.claim(it)
 }
 
 var _ flowcontrol.Holder = (*flowPool)(nil)
@@ -194,8 +232,7 @@ func flowConfig(l *config.Loaded, g *flowGate) (*flowcontrol.Config, error) {
 func (s *Server) prepareFlow(gen *generation) error {
 	g := s.flow.Load()
 	if g == nil {
-		g = &flowGate{picked: map[*flowcontrol.Item]time.Time{}}
-		g.pool = &flowPool{s: s, gate: g}
+		g = newFlowGate(s)
 	}
 	cfg, err := flowConfig(gen.loaded, g)
 	if err != nil || cfg == nil {
@@ -212,10 +249,37 @@ func (s *Server) prepareFlow(gen *generation) error {
 	return nil
 }
 
+// bindInFlightLoad gives a detector that reads in-flight load without a
+// request (scheduling.InFlightLoadUser, concurrency-detector) the
+// configuration's producer of scheduling.InFlightLoadKey, for the
+// dispatcher's pool view. With several such producers the one with the
+// first name is used; with none the detector reads the endpoints' own
+// accounting.
+func bindInFlightLoad(l *config.Loaded) {
+	u, ok := l.SaturationDetector.(scheduling.InFlightLoadUser)
+	if !ok {
+		return
+	}
+	var best string
+	var load scheduling.EndpointInFlightLoad
+	for name, p := range l.Plugins {
+		dp, ok := p.(scheduling.DataProducer)
+		if !ok || !slices.Contains(dp.Produces(), scheduling.InFlightLoadKey.Name()) {
+			continue
+		}
+		if v, ok := p.(scheduling.EndpointInFlightLoad); ok && (load == nil || name < best) {
+			best, load = name, v
+		}
+	}
+	u.UseInFlightLoad(load)
+}
+
 // commitFlow applies the settings of the configuration that now serves:
+// its detector gets its producer's request-free view (bindInFlightLoad),
 // the first flow controller starts (once Run runs), a later configuration
 // reconfigures it.
 func (s *Server) commitFlow(gen *generation) {
+	bindInFlightLoad(gen.loaded)
 	if gen.flow == nil {
 		return
 	}

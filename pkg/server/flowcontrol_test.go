@@ -177,25 +177,23 @@ func TestReadmeFlowControlExample(t *testing.T) {
 }
 
 // BenchmarkFlowPoolSaturation is the dispatcher's look at the pool (also
-// every request's, when nothing is queued): the producers on an empty
-// request, then concurrency-detector over the routable endpoints.
+// every request's, when nothing is queued): concurrency-detector's pool
+// view over the routable endpoints, no producer run.
 func BenchmarkFlowPoolSaturation(b *testing.B) {
-	var eps strings.Builder
-	eps.WriteString("endpoints:\n")
-	for i := range 100 {
-		fmt.Fprintf(&eps, "- {name: e%d, address: 127.0.0.1, port: %d, scrape: false}\n", i, 10000+i)
-	}
-	path := filepath.Join(b.TempDir(), "endpoints.yaml")
-	require.NoError(b, os.WriteFile(path, []byte(eps.String()), 0o600))
-	s, err := New(Config{EndpointsFile: path, ConfigText: flowTestConfig, GRPCAddr: "127.0.0.1:0", HealthAddr: "127.0.0.1:0"})
-	require.NoError(b, err)
-	defer s.closeListeners()
-	defer s.closeConfig()
-	pool := s.gen.Load().flow.pool
-	b.ReportAllocs()
-	for b.Loop() {
-		if _, n := pool.Saturation(); n != 100 {
-			b.Fatal(n)
-		}
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("endpoints=%d", n), func(b *testing.B) {
+			s, err := New(Config{EndpointsFile: endpointsFile(b, n), ConfigText: flowTestConfig, GRPCAddr: "127.0.0.1:0", HealthAddr: "127.0.0.1:0"})
+			require.NoError(b, err)
+			defer s.closeListeners()
+			defer s.closeConfig()
+			s.commitFlow(s.gen.Load())
+			pool := s.gen.Load().flow.pool
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, got := pool.Saturation(); got != n {
+					b.Fatal(got)
+				}
+			}
+		})
 	}
 }

@@ -430,6 +430,23 @@ func (p *Producer) InFlight(endpointKey string) (requests, tokens int64) {
 	return p.own(endpointKey)
 }
 
+// EndpointInFlight implements scheduling.EndpointInFlightLoad: InFlight
+// for e without a request and without Produce having indexed e: the
+// host's accounting is read from e itself (scheduling.LoadKey), the
+// producer's own counters as in InFlight. The flow-control dispatcher's
+// pool view (concurrency-detector's PoolSaturation) reads it.
+func (p *Producer) EndpointInFlight(e *scheduling.Endpoint) (requests, tokens int64) {
+	if l, ok := scheduling.LoadKey.Get(e); ok && l != nil {
+		requests = max(l.InFlight(), 0)
+		if !p.llmd {
+			return requests, max(l.InFlightTokens(), 0)
+		}
+		_, tokens = p.own(e.Key())
+		return requests, tokens
+	}
+	return p.own(e.Key())
+}
+
 // own returns the producer's own counts for an endpoint.
 func (p *Producer) own(key string) (requests, tokens int64) {
 	v, ok := p.counters.Load(key)
@@ -699,10 +716,11 @@ var Registration = scheduling.Registration{
 }
 
 var (
-	_ scheduling.DataProducer      = (*Producer)(nil)
-	_ scheduling.InFlightLoad      = (*Producer)(nil)
-	_ scheduling.PreRequest        = (*Producer)(nil)
-	_ scheduling.ResponseReceived  = (*Producer)(nil)
-	_ scheduling.ResponseStreaming = (*Producer)(nil)
-	_ scheduling.ResponseComplete  = (*Producer)(nil)
+	_ scheduling.DataProducer         = (*Producer)(nil)
+	_ scheduling.InFlightLoad         = (*Producer)(nil)
+	_ scheduling.EndpointInFlightLoad = (*Producer)(nil)
+	_ scheduling.PreRequest           = (*Producer)(nil)
+	_ scheduling.ResponseReceived     = (*Producer)(nil)
+	_ scheduling.ResponseStreaming    = (*Producer)(nil)
+	_ scheduling.ResponseComplete     = (*Producer)(nil)
 )

@@ -5,12 +5,23 @@
 // Unlike utilization-detector it does not wait for scraped metrics: it
 // reads the in-flight counts of the inflight-load-producer, which the
 // producer puts on every request under scheduling.InFlightLoadKey. The
-// detector keeps no state of its own. It declares the key in Consumes and
+// detector keeps no counters of its own. It declares the key in Consumes and
 // names the producer as its DefaultProducer, so the configuration loader
 // adds an inflight-load-producer with default parameters when none is
 // configured. Pool saturation is the total in flight divided by the pool's
 // capacity (endpoints × per-endpoint capacity); as a filter it keeps
 // endpoints below capacity×(1+headroom).
+//
+// # The pool view
+//
+// The flow-control dispatcher asks for the pool's saturation without a
+// request (scheduling.PoolSaturationDetector): PoolSaturation reads the
+// producer's request-free view (scheduling.EndpointInFlightLoad, handed to
+// the detector by the host through UseInFlightLoad) and, before the host
+// has handed one, the host's own accounting on each endpoint
+// (scheduling.LoadKey), which is what the producer reads with its default
+// accounting. No producer runs and nothing is recorded; for the same state
+// the value equals Saturation's for a request the producers prepared.
 //
 // This follows GIE v1.5's concurrency-detector (parameters, formulas, and a
 // filter that may remove every endpoint), which also reads the counts of
@@ -21,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
@@ -95,13 +107,22 @@ func (p *Params) Validate() error {
 }
 
 // Detector is a concurrency-detector instance. It holds no counters: it
-// reads the in-flight load on the request, so it is safe for concurrent use
-// and takes no lock.
+// reads the in-flight load on the request (or, for the pool view, the
+// producer it was given), so it is safe for concurrent use and takes no
+// lock.
 type Detector struct {
 	name     string
 	tokens   bool  // count tokens instead of requests
 	capacity int64 // per endpoint, in requests or tokens
 	limit    int64 // filter limit: capacity × (1 + headroom)
+
+	// pool is the producer's request-free view (UseInFlightLoad); nil
+	// until the host gives one.
+	pool atomic.Pointer[poolLoad]
+}
+
+type poolLoad struct {
+	load scheduling.EndpointInFlightLoad
 }
 
 // New builds a detector from validated parameters.
@@ -183,6 +204,45 @@ func (d *Detector) Saturation(_ context.Context, req *scheduling.Request, candid
 	return float64(total) / (float64(len(candidates)) * float64(d.capacity))
 }
 
+// UseInFlightLoad implements scheduling.InFlightLoadUser: PoolSaturation
+// reads load from now on (nil: the endpoints' own accounting).
+func (d *Detector) UseInFlightLoad(load scheduling.EndpointInFlightLoad) {
+	if load == nil {
+		d.pool.Store(nil)
+		return
+	}
+	d.pool.Store(&poolLoad{load: load})
+}
+
+// PoolSaturation implements scheduling.PoolSaturationDetector: Saturation
+// without a request, from the producer given by UseInFlightLoad or, before
+// one is given, from each endpoint's host accounting (scheduling.LoadKey;
+// an endpoint without one counts as idle). 1.0 for an empty candidate list.
+func (d *Detector) PoolSaturation(candidates []*scheduling.Endpoint) float64 {
+	if len(candidates) == 0 {
+		return 1
+	}
+	var load scheduling.EndpointInFlightLoad
+	if p := d.pool.Load(); p != nil {
+		load = p.load
+	}
+	var total int64
+	for _, e := range candidates {
+		var requests, tokens int64
+		if load != nil {
+			requests, tokens = load.EndpointInFlight(e)
+		} else if l, ok := scheduling.LoadKey.Get(e); ok && l != nil {
+			requests, tokens = max(l.InFlight(), 0), max(l.InFlightTokens(), 0)
+		}
+		if d.tokens {
+			total += tokens
+		} else {
+			total += requests
+		}
+	}
+	return float64(total) / (float64(len(candidates)) * float64(d.capacity))
+}
+
 // Filter implements scheduling.Filter: it keeps the endpoints whose
 // in-flight count is below capacity × (1 + headroom). As in GIE it may keep
 // none, which fails the profile run; it is a hard per-endpoint limit. When
@@ -221,8 +281,10 @@ var Registration = scheduling.Registration{
 }
 
 var (
-	_ scheduling.SaturationDetector = (*Detector)(nil)
-	_ scheduling.Filter             = (*Detector)(nil)
-	_ scheduling.DataConsumer       = (*Detector)(nil)
-	_ scheduling.DefaultProducer    = (*Detector)(nil)
+	_ scheduling.SaturationDetector     = (*Detector)(nil)
+	_ scheduling.PoolSaturationDetector = (*Detector)(nil)
+	_ scheduling.InFlightLoadUser       = (*Detector)(nil)
+	_ scheduling.Filter                 = (*Detector)(nil)
+	_ scheduling.DataConsumer           = (*Detector)(nil)
+	_ scheduling.DefaultProducer        = (*Detector)(nil)
 )

@@ -148,6 +148,13 @@ func (d *Detector) Saturation(_ context.Context, _ *scheduling.Request, candidat
 	return total / float64(len(candidates))
 }
 
+// PoolSaturation implements scheduling.PoolSaturationDetector: Saturation
+// needs no request (the value depends on the endpoints' scraped metrics
+// alone), so the pool view is the same computation.
+func (d *Detector) PoolSaturation(candidates []*scheduling.Endpoint) float64 {
+	return d.Saturation(context.Background(), nil, candidates)
+}
+
 // Filter implements scheduling.Filter: it keeps endpoints with fresh
 // metrics whose queue is below queueDepthThreshold×(1+headroom) and whose
 // KV-cache usage is below kvCacheUtilThreshold×(1+headroom). When no
@@ -244,8 +251,9 @@ var Registration = scheduling.Registration{
 }
 
 var (
-	_ scheduling.SaturationDetector = (*Detector)(nil)
-	_ scheduling.Filter             = (*Detector)(nil)
-	_ json.Unmarshaler              = (*Duration)(nil)
-	_ json.Marshaler                = Duration{}
+	_ scheduling.SaturationDetector     = (*Detector)(nil)
+	_ scheduling.PoolSaturationDetector = (*Detector)(nil)
+	_ scheduling.Filter                 = (*Detector)(nil)
+	_ json.Unmarshaler                  = (*Duration)(nil)
+	_ json.Marshaler                    = Duration{}
 )
