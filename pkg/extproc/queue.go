@@ -163,10 +163,10 @@ func (st *stream) Queued(it *flowcontrol.Item) {
 	}
 }
 
-// Per-request memory a queued request holds besides its body and prompt:
-// the stream, its parsed request and its headers' maps (an estimate
-// measured on small requests; headers are counted by their length).
-const queuedRequestOverhead = 2 << 10
+// queuedRequestOverhead is what a queued request holds besides its body,
+// prompt and headers: its stream state, parsed request and flow item (a
+// rough estimate; the e2e memory test's overhead factor covers the rest).
+const queuedRequestOverhead = 512
 
 // heldBytes is what a request holds while flow control keeps it: the
 // buffered body (its capacity, which append may have doubled), the prompt

@@ -314,6 +314,64 @@ func TestQueueReleasesBodyBudget(t *testing.T) {
 	}
 }
 
+// TestQueueObjectiveReload: a request takes its priority from its
+// InferenceObjective when it arrives and keeps it while it waits. An
+// objective made sheddable (priority -1) or deleted while its requests
+// are queued does not move or shed them: they stay in their band and are
+// released in its order; requests that arrive after the change get the
+// new priority (a sheddable one is refused while saturated, one naming
+// the deleted objective waits at priority 0).
+func TestQueueObjectiveReload(t *testing.T) {
+	var mu sync.Mutex
+	objectives := map[string]int{"critical": 10, "batch": 5}
+	pool := &slotPool{endpoints: 1}
+	h, g := flowHarness(t, flowcontrol.Config{}, pool, nil, func(o *extproc.Options) {
+		o.Objective = func(name string) (int, bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			p, ok := objectives[name]
+			return p, ok
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	crit := queuedStream(t, h, ctx, "x-gateway-inference-objective", "critical")
+	critGot := recvAsync(crit)
+	batch := queuedStream(t, h, ctx, "x-gateway-inference-objective", "batch")
+	batchGot := recvAsync(batch)
+	require.Eventually(t, func() bool { return queued(g) == 2 }, 5*time.Second, time.Millisecond)
+
+	// The reload: critical becomes sheddable, batch is deleted.
+	mu.Lock()
+	objectives = map[string]int{"critical": -1}
+	mu.Unlock()
+	bands := g.c.Stats().Bands
+	require.Len(t, bands, 2)
+	assert.Equal(t, []int{10, 5}, []int{bands[0].Priority, bands[1].Priority}, "queued requests keep their bands")
+
+	out := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions", "x-gateway-inference-objective", "critical"), body(`{"model":"m","prompt":"hi"}`, true)}, 1)
+	_, reason, _ := refusalOf(t, out[0])
+	assert.Equal(t, extproc.ReasonShedSaturation, reason, "a new request of the now sheddable objective is shed")
+	late := queuedStream(t, h, ctx, "x-gateway-inference-objective", "batch")
+	lateGot := recvAsync(late)
+	require.Eventually(t, func() bool { return queued(g) == 3 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, 0, g.c.Stats().Bands[len(g.c.Stats().Bands)-1].Priority, "the deleted objective's new request waits at priority 0")
+
+	for i, want := range []<-chan *extprocv3.ProcessingResponse{critGot, batchGot, lateGot} {
+		pool.give(1)
+		g.Notify()
+		select {
+		case r := <-want:
+			require.NotNil(t, r.GetRequestHeaders(), "release %d routed", i)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("release %d: not in band order (10, 5, 0)", i)
+		}
+	}
+	_ = crit.CloseSend()
+	_ = batch.CloseSend()
+	_ = late.CloseSend()
+}
+
 // flowRecording records the FlowWaiting calls and, at each, how many
 // requests the controller held.
 type flowRecording struct {

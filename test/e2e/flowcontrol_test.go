@@ -43,14 +43,14 @@ schedulingProfiles:
   - pluginRef: queue-scorer
   - pluginRef: max-score-picker
 flowControl:
-  maxBytes: 128Ki
+  maxBytes: 256Ki
   defaultRequestTTL: 25s
   defaultPriorityBand: {fairnessPolicyRef: rr}
   priorityBands:
   - {priority: 10, fairnessPolicyRef: rr}
 `
 
-const flowMaxBytes = 128 << 10
+const flowMaxBytes = 256 << 10
 
 // scrapeFamilies reads the EPP's /metrics with labels.
 func scrapeFamilies(ctx context.Context, c *cluster) (map[string]*dto.MetricFamily, error) {
@@ -310,8 +310,8 @@ func TestFlowControlEndToEnd(t *testing.T) {
 	assert.Equal(t, float64(served), simServed, "the model servers served the burst and nothing else")
 
 	// Phase 2: large bodies, more than maxBytes of them at once (a queued
-	// one counts its body and its parsed prompt, ~16 KiB).
-	big := strings.Repeat("lorem ipsum dolor sit amet ", 300) // ~8 KiB
+	// one counts its body and its parsed prompt, ~32 KiB).
+	big := strings.Repeat("lorem ipsum dolor sit amet ", 600) // ~16 KiB
 	var bigReplies []flowReply
 	var bmu sync.Mutex
 	for i := range 30 {
