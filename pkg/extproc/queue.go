@@ -95,28 +95,23 @@ func (st *stream) hold() (out []*extprocv3.ProcessingResponse, done bool) {
 	st.flowItem = flowcontrol.Item{
 		RequestID: st.reqID,
 		Flow:      flowcontrol.FlowKey{ID: st.flowID(req), Priority: req.Priority},
-		Bytes:     uint64(len(st.body)),
+		Bytes:     st.heldBytes(),
 		Received:  st.start,
 		Headers:   st.headers,
+		Watcher:   st,
 	}
 	it := &st.flowItem
-	// The body is complete: from here flow control's byte limits bound it,
-	// not the buffer budget of bodies still arriving.
-	st.release()
-	fr := st.s.flowRec
-	if fr != nil {
-		fr.FlowWaiting(it.Flow.ID, it.Flow.Priority, req.Model, req.TargetModel, int64(it.Bytes), 1)
-	}
 	start := st.s.now()
 	o := fc.Enqueue(st.ctx, it)
 	st.flow = fc
-	if fr != nil {
-		queued := !it.EnqueueTime().IsZero()
+	queued := !it.EnqueueTime().IsZero()
+	if fr := st.s.flowRec; fr != nil {
 		enq := st.s.now().Sub(start)
 		if queued {
 			enq = it.EnqueueTime().Sub(start)
+			// Queued raised the gauges: this request leaves them.
+			fr.FlowWaiting(it.Flow.ID, it.Flow.Priority, req.Model, req.TargetModel, int64(it.Bytes), -1)
 		}
-		fr.FlowWaiting(it.Flow.ID, it.Flow.Priority, req.Model, req.TargetModel, int64(it.Bytes), -1)
 		fr.FlowDone(it.Flow.ID, it.Flow.Priority, req.Model, req.TargetModel, GIEOutcome(o, queued), max(enq, 0), st.s.now().Sub(start))
 	}
 	if o == flowcontrol.Dispatched {
@@ -152,6 +147,46 @@ func (st *stream) hold() (out []*extprocv3.ProcessingResponse, done bool) {
 		return st.refuse(&refusal{status: http.StatusServiceUnavailable, reason: ReasonFlowStopped,
 			message: "flow control is not running (the endpoint picker is shutting down or reloading); retry"})
 	}
+}
+
+// Queued is called by flow control once the request is in its queue
+// (flowcontrol.Watcher), on the goroutine that runs hold. From here the
+// queue's byte limits bound the body and what was parsed from it, so the
+// stream gives its share of the buffer budget back; a request dispatched
+// at once or refused keeps counting against the budget until the stream
+// lets its body go, as without flow control. The queue gauges are raised
+// here, not before Enqueue, so a refused request never shows in them.
+func (st *stream) Queued(it *flowcontrol.Item) {
+	st.release()
+	if fr := st.s.flowRec; fr != nil {
+		fr.FlowWaiting(it.Flow.ID, it.Flow.Priority, st.req.Model, st.req.TargetModel, int64(it.Bytes), 1)
+	}
+}
+
+// queuedRequestOverhead is what a queued request holds besides its body,
+// prompt and headers: its stream state, parsed request and flow item (a
+// rough estimate; the e2e memory test's overhead factor covers the rest).
+const queuedRequestOverhead = 512
+
+// heldBytes is what a request holds while flow control keeps it: the
+// buffered body (its capacity, which append may have doubled), the prompt
+// parsed from it (text and chat messages are copies) and its headers.
+// This, not the body's length alone as in GIE, is counted against
+// flowControl.maxBytes, so that bound is a bound on the memory the queue
+// makes the EPP hold.
+func (st *stream) heldBytes() uint64 {
+	n := cap(st.body) + queuedRequestOverhead
+	if r := st.req; r != nil {
+		n += len(r.Prompt.Text) + len(r.Prompt.CacheSalt)
+		for i := range r.Prompt.Messages {
+			m := &r.Prompt.Messages[i]
+			n += len(m.Role) + len(m.Content) + 32
+		}
+	}
+	for k, v := range st.headers {
+		n += len(k) + len(v) + 16
+	}
+	return uint64(n)
 }
 
 // flowStarted tells flow control, once, that the request it dispatched

@@ -60,7 +60,7 @@ func (g *gate) Started(*flowcontrol.Item) { g.started.Add(1) }
 func (g *gate) Notify()                   { g.c.Notify() }
 
 // flowHarness starts the server with flow control over pool.
-func flowHarness(t *testing.T, cfg flowcontrol.Config, pool *slotPool, objectives map[string]int) (*harness, *gate) {
+func flowHarness(t *testing.T, cfg flowcontrol.Config, pool *slotPool, objectives map[string]int, tweak ...func(*extproc.Options)) (*harness, *gate) {
 	t.Helper()
 	eps := []*scheduling.Endpoint{endpoint("a", "127.10.0.1", 8000, scheduling.Metrics{})}
 	c, err := flowcontrol.New(cfg, pool)
@@ -73,6 +73,9 @@ func flowHarness(t *testing.T, cfg flowcontrol.Config, pool *slotPool, objective
 	g := &gate{c: c}
 	h := start(t, queueConfig, eps, func(o *extproc.Options) {
 		o.Objective = func(name string) (int, bool) { p, ok := objectives[name]; return p, ok }
+		for _, f := range tweak {
+			f(o)
+		}
 	})
 	rt := *h.rt.Load()
 	rt.Flow = g
@@ -290,7 +293,13 @@ func TestQueueReleasesBodyBudget(t *testing.T) {
 		streams = append(streams, s)
 		require.Eventually(t, func() bool { return queued(g) == uint64(i+1) }, 5*time.Second, time.Millisecond, "request %d queued, not refused", i)
 	}
-	assert.Equal(t, uint64(4*(len(`{"model":"m","prompt":"`)+700+2)), c.Stats().Bytes, "flow control counts the whole bodies")
+	// What is counted is what a queued request holds: its body and the
+	// prompt parsed from it (a copy), plus a per-request overhead, not
+	// the body's length alone.
+	bodyLen := len(`{"model":"m","prompt":"`) + 700 + 2
+	got := c.Stats().Bytes
+	assert.GreaterOrEqual(t, got, uint64(4*(bodyLen+700)), "flow control counts the bodies and their parsed prompts")
+	assert.LessOrEqual(t, got, uint64(4*(2*bodyLen+700+4<<10)), "no more than body capacity, prompt and overhead")
 	for _, s := range streams {
 		_ = s.CloseSend()
 	}
@@ -303,6 +312,155 @@ func TestQueueReleasesBodyBudget(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestQueueObjectiveReload: a request takes its priority from its
+// InferenceObjective when it arrives and keeps it while it waits. An
+// objective made sheddable (priority -1) or deleted while its requests
+// are queued does not move or shed them: they stay in their band and are
+// released in its order; requests that arrive after the change get the
+// new priority (a sheddable one is refused while saturated, one naming
+// the deleted objective waits at priority 0).
+func TestQueueObjectiveReload(t *testing.T) {
+	var mu sync.Mutex
+	objectives := map[string]int{"critical": 10, "batch": 5}
+	pool := &slotPool{endpoints: 1}
+	h, g := flowHarness(t, flowcontrol.Config{}, pool, nil, func(o *extproc.Options) {
+		o.Objective = func(name string) (int, bool) {
+			mu.Lock()
+			defer mu.Unlock()
+			p, ok := objectives[name]
+			return p, ok
+		}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	crit := queuedStream(t, h, ctx, "x-gateway-inference-objective", "critical")
+	critGot := recvAsync(crit)
+	batch := queuedStream(t, h, ctx, "x-gateway-inference-objective", "batch")
+	batchGot := recvAsync(batch)
+	require.Eventually(t, func() bool { return queued(g) == 2 }, 5*time.Second, time.Millisecond)
+
+	// The reload: critical becomes sheddable, batch is deleted.
+	mu.Lock()
+	objectives = map[string]int{"critical": -1}
+	mu.Unlock()
+	bands := g.c.Stats().Bands
+	require.Len(t, bands, 2)
+	assert.Equal(t, []int{10, 5}, []int{bands[0].Priority, bands[1].Priority}, "queued requests keep their bands")
+
+	out := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions", "x-gateway-inference-objective", "critical"), body(`{"model":"m","prompt":"hi"}`, true)}, 1)
+	_, reason, _ := refusalOf(t, out[0])
+	assert.Equal(t, extproc.ReasonShedSaturation, reason, "a new request of the now sheddable objective is shed")
+	late := queuedStream(t, h, ctx, "x-gateway-inference-objective", "batch")
+	lateGot := recvAsync(late)
+	require.Eventually(t, func() bool { return queued(g) == 3 }, 5*time.Second, time.Millisecond)
+	require.Equal(t, 0, g.c.Stats().Bands[len(g.c.Stats().Bands)-1].Priority, "the deleted objective's new request waits at priority 0")
+
+	for i, want := range []<-chan *extprocv3.ProcessingResponse{critGot, batchGot, lateGot} {
+		pool.give(1)
+		g.Notify()
+		select {
+		case r := <-want:
+			require.NotNil(t, r.GetRequestHeaders(), "release %d routed", i)
+		case <-time.After(5 * time.Second):
+			t.Fatalf("release %d: not in band order (10, 5, 0)", i)
+		}
+	}
+	_ = crit.CloseSend()
+	_ = batch.CloseSend()
+	_ = late.CloseSend()
+}
+
+// flowRecording records the FlowWaiting calls and, at each, how many
+// requests the controller held.
+type flowRecording struct {
+	*metrics.Metrics
+	c     atomic.Pointer[flowcontrol.Controller]
+	mu    sync.Mutex
+	calls []flowCall
+}
+
+type flowCall struct {
+	delta              int
+	bytes              int64
+	ctrlReqs, ctrlByte uint64
+}
+
+func (r *flowRecording) FlowWaiting(fid string, p int, model, target string, bytes int64, delta int) {
+	st := r.c.Load().Stats()
+	r.mu.Lock()
+	r.calls = append(r.calls, flowCall{delta, bytes, st.Requests, st.Bytes})
+	r.mu.Unlock()
+	r.Metrics.FlowWaiting(fid, p, model, target, bytes, delta)
+}
+
+func (r *flowRecording) snapshot() []flowCall {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]flowCall(nil), r.calls...)
+}
+
+// TestQueueGaugesCountQueuedOnly: the queue gauges (GIE's queue_size and
+// queue_bytes) are raised only once a request is in the queue, with the
+// bytes the controller counts, so they never exceed the controller's own
+// count: a request refused as queue_full, or dispatched at once, never
+// shows in them; a queued one leaves them when it is dispatched.
+func TestQueueGaugesCountQueuedOnly(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	m, err := metrics.New(reg, "pool")
+	require.NoError(t, err)
+	rec := &flowRecording{Metrics: m}
+	pool := &slotPool{endpoints: 1}
+	h, g := flowHarness(t, flowcontrol.Config{MaxRequests: 1}, pool, nil, func(o *extproc.Options) { o.Metrics = rec })
+	rec.c.Store(g.c)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	first := queuedStream(t, h, ctx)
+	require.Eventually(t, func() bool { return len(rec.snapshot()) == 1 }, 5*time.Second, time.Millisecond)
+	c0 := rec.snapshot()[0]
+	assert.Equal(t, 1, c0.delta)
+	assert.Equal(t, uint64(1), c0.ctrlReqs, "raised after the controller counted the request")
+	assert.Equal(t, uint64(c0.bytes), c0.ctrlByte, "the gauge's bytes are the controller's")
+
+	out := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(`{"model":"m","prompt":"hi"}`, true)}, 1)
+	_, reason, _ := refusalOf(t, out[0])
+	require.Equal(t, extproc.ReasonQueueFull, reason)
+	assert.Len(t, rec.snapshot(), 1, "a refused request never raises the gauges")
+
+	ch := recvAsync(first)
+	pool.give(1)
+	select {
+	case r := <-ch:
+		require.NotNil(t, r.GetRequestHeaders(), "dispatched and routed")
+	case <-time.After(5 * time.Second):
+		t.Fatal("not dispatched")
+	}
+	require.Eventually(t, func() bool { return len(rec.snapshot()) == 2 }, 5*time.Second, time.Millisecond)
+	assert.Equal(t, flowCall{-1, c0.bytes, 0, 0}, rec.snapshot()[1])
+
+	pool.mu.Lock()
+	pool.open = true
+	pool.mu.Unlock()
+	third := queuedStream(t, h, ctx)
+	r, err := third.Recv()
+	require.NoError(t, err)
+	require.NotNil(t, r.GetRequestHeaders(), "dispatched at once")
+	assert.Len(t, rec.snapshot(), 2, "a request dispatched at once never shows in the gauges")
+	var size float64
+	fams, err := reg.Gather()
+	require.NoError(t, err)
+	for _, mf := range fams {
+		if mf.GetName() == metrics.NameFlowQueueSize {
+			for _, s := range mf.GetMetric() {
+				size += s.GetGauge().GetValue()
+			}
+		}
+	}
+	assert.Zero(t, size)
+	_ = first.CloseSend()
+	_ = third.CloseSend()
 }
 
 // BenchmarkRequestPathFlowControl is BenchmarkRequestPath with flow

@@ -379,6 +379,9 @@ func (c *Controller) Enqueue(ctx context.Context, it *Item) Outcome {
 	if o, queued := c.admit(it, now, ttl); !queued {
 		return c.count(o)
 	}
+	if it.Watcher != nil {
+		it.Watcher.Queued(it)
+	}
 	c.Notify()
 
 	var timer clock.Timer

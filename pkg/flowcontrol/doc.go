@@ -77,6 +77,12 @@
 // exceed new limits, and are re-ordered by their band's new ordering
 // policy.
 //
+// An item's priority is fixed when it is enqueued (pkg/extproc reads it
+// from the request's InferenceObjective on arrival): an objective's
+// priority changed or deleted by a reload does not move or shed the
+// items already queued; they stay in their band and are released in its
+// order.
+//
 // # Goroutines
 //
 // The dispatcher runs in the goroutine that calls Run, and returns when

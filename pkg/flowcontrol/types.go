@@ -28,8 +28,8 @@ type Item struct {
 	RequestID string
 	// Flow is the request's flow: fairness id and priority.
 	Flow FlowKey
-	// Bytes is the request's size (its body), counted against the byte
-	// limits while it waits.
+	// Bytes is the memory the request holds while it waits (its buffered
+	// body and what was parsed from it), counted against the byte limits.
 	Bytes uint64
 	// TTL bounds the wait while the pool has endpoints; 0 means
 	// Config.DefaultRequestTTL. The context's deadline applies as well.
@@ -40,6 +40,9 @@ type Item struct {
 	// Headers are the request headers, lower-case keys, read-only; ordering
 	// policies may read them (slo-deadline reads x-llm-d-slo-ttft-ms).
 	Headers map[string]string
+	// Watcher, when set, is told once the item is queued, before Enqueue
+	// blocks (never when Enqueue dispatches or refuses it at once).
+	Watcher Watcher
 
 	enqueued time.Time
 	finished time.Time
@@ -51,6 +54,13 @@ type Item struct {
 	state    itemState
 	outcome  Outcome
 	done     chan struct{}
+}
+
+// Watcher follows an item into the queue: Queued is called on the
+// goroutine of Enqueue, after the item was admitted (its bytes count
+// against the limits) and before Enqueue waits; Enqueue returns after it.
+type Watcher interface {
+	Queued(it *Item)
 }
 
 type itemState uint8

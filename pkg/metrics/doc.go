@@ -98,14 +98,17 @@
 //     calls FlowWaiting and FlowDone): ..._queue_size and
 //     llm_d_epp_flow_control_queue_size count the requests inside flow
 //     control per flow (fairness_id, priority) and model, ..._queue_bytes
-//     their body bytes, as GIE counts them (from the enqueue call to its
-//     outcome). ..._request_queue_duration_seconds is each request's time
+//     the memory they hold (body and parsed prompt, what flowControl.maxBytes
+//     counts; GIE counts the body alone), from their admission to the queue
+//     to their outcome (a request dispatched or refused at once never shows). ..._request_queue_duration_seconds is each request's time
 //     there and ..._request_enqueue_duration_seconds the time its
 //     admission took, by outcome: GIE's names (FlowOutcomes: Dispatched,
 //     RejectedCapacity, RejectedOther, EvictedTTL,
 //     EvictedContextCancelled, EvictedOther; GIE's dashboard selects
 //     outcome="Dispatched"). fairness_id is capped at
-//     MaxFairnessLabelValues, priority at MaxPriorityLabelValues.
+//     MaxFairnessLabelValues, priority at MaxPriorityLabelValues, and their
+//     combinations at MaxFlowLabelPairs (a pair past it records fairness_id
+//     "other" with its priority).
 //     ..._dispatch_cycle_duration_seconds is observed by FlowDispatchCycle
 //     (pkg/server calls it from the controller's dispatch-cycle Observer).
 //     The series llm_d_epp_flow_control_queue_size{inference_pool="<pool>"}

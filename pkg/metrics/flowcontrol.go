@@ -28,6 +28,13 @@ const (
 	// MaxPriorityLabelValues caps the distinct priority values (flow
 	// control has at most 64 bands).
 	MaxPriorityLabelValues = 64
+	// MaxFlowLabelPairs caps the distinct (fairness_id, priority) pairs:
+	// the two caps above alone would allow their product (6,400 pairs,
+	// times the models and, for the histograms, outcomes and buckets).
+	// A pair past this cap is recorded as (other, its priority), so a flow
+	// metric has at most MaxFlowLabelPairs + MaxPriorityLabelValues + 1
+	// (fairness_id, priority) combinations.
+	MaxFlowLabelPairs = 256
 )
 
 // FlowOutcomes is the closed set of the outcome label: GIE's QueueOutcome
@@ -52,6 +59,37 @@ type flowMetrics struct {
 	cached     atomic.Int64
 	fairness   *limiter
 	priorities *limiter
+	pairs      *pairLimiter
+}
+
+// pairLimiter admits at most max distinct (fairness_id, priority) label
+// pairs, both already bounded; like limiter it is lock-free and may
+// exceed max by the number of concurrent first sightings.
+type pairLimiter struct {
+	seen sync.Map // labelPair -> struct{}
+	n    atomic.Int64
+	max  int64
+}
+
+type labelPair struct{ fid, priority string }
+
+// bound returns the fairness_id to record with priority: fid itself while
+// the pair is admitted, OverflowLabelValue once the cap is spent.
+func (l *pairLimiter) bound(fid, priority string) string {
+	k := labelPair{fid, priority}
+	if fid == OverflowLabelValue {
+		return fid
+	}
+	if _, ok := l.seen.Load(k); ok {
+		return fid
+	}
+	if l.n.Load() >= l.max {
+		return OverflowLabelValue
+	}
+	if _, loaded := l.seen.LoadOrStore(k, struct{}{}); !loaded {
+		l.n.Add(1)
+	}
+	return fid
 }
 
 type flowKey struct {
@@ -87,6 +125,7 @@ func registerFlowControl(r *registrar, llmd *prometheus.GaugeVec) *flowMetrics {
 		llmd:       llmd,
 		fairness:   newLimiter(MaxFairnessLabelValues),
 		priorities: newLimiter(MaxPriorityLabelValues),
+		pairs:      &pairLimiter{max: MaxFlowLabelPairs},
 	}
 	f.cycle = registerHist(r, NameFlowDispatchCycle, "Time one dispatch cycle of flow control took, in seconds.", flowCycleBuckets, nil).WithLabelValues()
 	return f
@@ -99,6 +138,7 @@ func (m *Metrics) flowSeries(fid string, priority int, model, target string) *fl
 	}
 	bf := f.fairness.bound(fid)
 	bp := f.priorities.bound(strconv.Itoa(priority))
+	bf = f.pairs.bound(bf, bp)
 	bm, bt := m.models.bound(model), m.models.bound(target)
 	s := &flowSeries{labels: [5]string{bf, bp, m.pool, bm, bt}}
 	s.size = f.size.WithLabelValues(s.labels[:]...)

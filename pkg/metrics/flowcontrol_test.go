@@ -3,6 +3,7 @@ package metrics
 import (
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
@@ -63,6 +64,72 @@ func TestFlowMetricsLabelSets(t *testing.T) {
 	assert.Equal(t, total, llmd, "llm-d's gauge counts the same requests")
 	m.FlowDispatchCycle(time.Millisecond)
 	require.Equal(t, uint64(1), gather(t, reg)[NameFlowDispatchCycle].GetMetric()[0].GetHistogram().GetSampleCount())
+}
+
+// TestFlowMetricsPairCap hammers the flow metrics from many goroutines
+// with 300 tenants × 80 priorities (24,000 flows, each recorded twice):
+// the (fairness_id, priority) combinations of every flow family stay
+// within MaxFlowLabelPairs plus one overflow pair per priority value
+// (not the product of the two label caps), the overflow is fairness_id
+// "other" with the priority kept, no request is lost from the gauges, and
+// the paired Inc/Dec leave every gauge at 0.
+func TestFlowMetricsPairCap(t *testing.T) {
+	m, reg := newTest(t)
+	const tenants, prios, workers = 300, 80, 8
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := w; i < tenants*prios; i += workers {
+				fid, p := fmt.Sprintf("tenant-%d", i%tenants), i/tenants
+				m.FlowWaiting(fid, p, "m", "t", 7, 1)
+				m.FlowDone(fid, p, "m", "t", "Dispatched", time.Microsecond, time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	f := gather(t, reg)
+	limit := MaxFlowLabelPairs + MaxPriorityLabelValues + 1 + workers // + concurrent first sightings
+	for _, name := range []string{NameFlowQueueSize, NameFlowQueueBytes, NameLLMDFlowControlQueue, NameFlowQueueDuration, NameFlowEnqueueDuration} {
+		pairs := map[[2]string]bool{}
+		overflowPrios := map[string]bool{}
+		for _, s := range f[name].GetMetric() {
+			fid, p := label(s, "fairness_id"), label(s, "priority")
+			if fid == "" && p == "" {
+				continue // llm-d's empty series
+			}
+			pairs[[2]string{fid, p}] = true
+			if fid == OverflowLabelValue {
+				overflowPrios[p] = true
+			}
+		}
+		assert.LessOrEqual(t, len(pairs), limit, name)
+		assert.GreaterOrEqual(t, len(pairs), MaxFlowLabelPairs, name)
+		assert.NotEmpty(t, overflowPrios, "%s: pairs past the cap share fairness_id=other", name)
+		assert.LessOrEqual(t, len(overflowPrios), MaxPriorityLabelValues+1, name)
+	}
+	var total, bytes float64
+	for _, s := range f[NameFlowQueueSize].GetMetric() {
+		total += s.GetGauge().GetValue()
+	}
+	for _, s := range f[NameFlowQueueBytes].GetMetric() {
+		bytes += s.GetGauge().GetValue()
+	}
+	assert.Equal(t, float64(tenants*prios), total, "every request counted, overflow included")
+	assert.Equal(t, float64(7*tenants*prios), bytes)
+	var observed uint64
+	for _, s := range f[NameFlowQueueDuration].GetMetric() {
+		observed += s.GetHistogram().GetSampleCount()
+	}
+	assert.Equal(t, uint64(tenants*prios), observed)
+
+	for i := range tenants * prios {
+		m.FlowWaiting(fmt.Sprintf("tenant-%d", i%tenants), i/tenants, "m", "t", 7, -1)
+	}
+	for _, s := range gather(t, reg)[NameFlowQueueSize].GetMetric() {
+		require.Zero(t, s.GetGauge().GetValue(), "balanced: %v", s.GetLabel())
+	}
 }
 
 func label(m *dto.Metric, name string) string {

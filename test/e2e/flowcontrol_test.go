@@ -43,14 +43,14 @@ schedulingProfiles:
   - pluginRef: queue-scorer
   - pluginRef: max-score-picker
 flowControl:
-  maxBytes: 48Ki
+  maxBytes: 256Ki
   defaultRequestTTL: 25s
   defaultPriorityBand: {fairnessPolicyRef: rr}
   priorityBands:
   - {priority: 10, fairnessPolicyRef: rr}
 `
 
-const flowMaxBytes = 48 << 10
+const flowMaxBytes = 256 << 10
 
 // scrapeFamilies reads the EPP's /metrics with labels.
 func scrapeFamilies(ctx context.Context, c *cluster) (map[string]*dto.MetricFamily, error) {
@@ -157,9 +157,9 @@ func TestFlowControlEndToEnd(t *testing.T) {
 				if int64(n) > maxQueued.Load() {
 					maxQueued.Store(int64(n))
 				}
-				// The controller's own count of the bytes it holds (GIE's
-				// gauge above also counts a request from just before its
-				// Enqueue, so it may pass the limit for a moment).
+				// The controller's own count of the bytes it holds (the
+				// gauge above counts the same bytes, from a request's
+				// admission to the queue).
 				for _, m := range fams["switchyard_flow_control_queue_utilization"].GetMetric() {
 					for _, l := range m.GetLabel() {
 						if l.GetName() == "limit" && l.GetValue() == "bytes" {
@@ -309,8 +309,9 @@ func TestFlowControlEndToEnd(t *testing.T) {
 	}
 	assert.Equal(t, float64(served), simServed, "the model servers served the burst and nothing else")
 
-	// Phase 2: large bodies, more than maxBytes of them at once.
-	big := strings.Repeat("lorem ipsum dolor sit amet ", 150) // ~4 KiB
+	// Phase 2: large bodies, more than maxBytes of them at once (a queued
+	// one counts its body and its parsed prompt, ~32 KiB).
+	big := strings.Repeat("lorem ipsum dolor sit amet ", 600) // ~16 KiB
 	var bigReplies []flowReply
 	var bmu sync.Mutex
 	for i := range 30 {
@@ -344,6 +345,7 @@ func TestFlowControlEndToEnd(t *testing.T) {
 	assert.LessOrEqual(t, maxHeld.Load(), int64(flowMaxBytes), "the bytes flow control holds never exceed flowControl.maxBytes")
 	assert.Positive(t, maxHeld.Load(), "the controller's byte count was sampled")
 	assert.Positive(t, maxBytes.Load())
+	assert.LessOrEqual(t, maxBytes.Load(), int64(flowMaxBytes), "GIE's queue_bytes gauge counts only admitted requests")
 }
 
 func abs(x float64) float64 {
@@ -351,4 +353,173 @@ func abs(x float64) float64 {
 		return -x
 	}
 	return x
+}
+
+// flowMemoryConfig: flow control bounded at 4 MiB, the pool saturated at
+// two requests per endpoint.
+const flowMemoryConfig = `apiVersion: inference.networking.x-k8s.io/v1alpha1
+kind: EndpointPickerConfig
+featureGates: [flowControl]
+plugins:
+- type: concurrency-detector
+  parameters: {maxConcurrency: 2}
+- type: queue-scorer
+- type: max-score-picker
+saturationDetector:
+  pluginRef: concurrency-detector
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: queue-scorer
+  - pluginRef: max-score-picker
+flowControl:
+  maxBytes: 4Mi
+  defaultRequestTTL: 25s
+`
+
+const (
+	flowMemoryMaxBytes = 4 << 20
+	// flowMemoryOverhead is the documented factor between what flow
+	// control counts and the heap growth the EPP may show for it: the Go
+	// collector lets the heap reach twice the live data before it
+	// collects (GOGC=100), and refused or dispatched requests leave
+	// garbage (their bodies, parsed prompts, gRPC messages) until then.
+	flowMemoryOverhead = 3
+	// flowMemorySlack covers what does not scale with the queue: gRPC
+	// buffers of the open streams, goroutine stacks, metric series.
+	flowMemorySlack = 24 << 20
+)
+
+// procStatusKiB reads a "Name:   N kB" line of /proc/<pid>/status.
+func procStatusKiB(pid int, name string) (int64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, err
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, name+":"); ok {
+			var n int64
+			_, err := fmt.Sscanf(strings.TrimSpace(v), "%d kB", &n)
+			return n, err
+		}
+	}
+	return 0, fmt.Errorf("%s not in /proc/%d/status", name, pid)
+}
+
+func gaugeSum(fams map[string]*dto.MetricFamily, name string) float64 {
+	var v float64
+	for _, m := range fams[name].GetMetric() {
+		v += m.GetGauge().GetValue()
+	}
+	return v
+}
+
+// TestFlowControlMemoryBound: the EPP's memory stays bounded by
+// flowControl.maxBytes. 240 requests of 64 KiB prompts (each would hold
+// ~130 KiB queued: its body and the prompt parsed from it, ~31 MB in
+// all) arrive within ~1 s at a saturated pool whose queue is bounded at
+// 4 MiB: the controller never holds more than 4 MiB, the excess is
+// refused with 429 queue_full, every request is answered, and the EPP's
+// Go heap in use and its resident set (VmRSS) never grow past their
+// baseline by more than maxBytes × flowMemoryOverhead + flowMemorySlack.
+func TestFlowControlMemoryBound(t *testing.T) {
+	simArgs := []string{"--max-running", "2", "--time-scale", "1", "--decode-base", "20ms", "--prefill-per-token", "5us", "--max-model-len", "65536", "--kv-blocks", "16384"}
+	c := startClusterWith(t, 2, clusterOpts{config: flowMemoryConfig, simArgs: [][]string{simArgs, simArgs}})
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	pid := c.epp.cmd.Process.Pid
+
+	// Baseline, after a few requests warmed the paths up.
+	for i := range 4 {
+		r, err := c.flowPost(ctx, fmt.Sprintf("warm-%d", i), "tenant-w", "", "warm up")
+		require.NoError(t, err)
+		require.Equal(t, http.StatusOK, r.status)
+	}
+	fams, err := scrapeFamilies(ctx, c)
+	require.NoError(t, err)
+	baseHeap := int64(gaugeSum(fams, "go_memstats_heap_inuse_bytes"))
+	baseRSS, err := procStatusKiB(pid, "VmRSS")
+	require.NoError(t, err)
+	require.Positive(t, baseHeap)
+
+	var peakHeap, peakRSS, peakHeld, peakQueued atomic.Int64
+	sampleCtx, stopSampling := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		for sampleCtx.Err() == nil {
+			if rss, err := procStatusKiB(pid, "VmRSS"); err == nil && rss > peakRSS.Load() {
+				peakRSS.Store(rss)
+			}
+			if fams, err := scrapeFamilies(sampleCtx, c); err == nil {
+				if h := int64(gaugeSum(fams, "go_memstats_heap_inuse_bytes")); h > peakHeap.Load() {
+					peakHeap.Store(h)
+				}
+				if n := int64(gaugeSum(fams, "inference_extension_flow_control_queue_size")); n > peakQueued.Load() {
+					peakQueued.Store(n)
+				}
+				for _, m := range fams["switchyard_flow_control_queue_utilization"].GetMetric() {
+					if labelValue(m, "limit") == "bytes" {
+						if held := int64(m.GetGauge().GetValue() * flowMemoryMaxBytes); held > peakHeld.Load() {
+							peakHeld.Store(held)
+						}
+					}
+				}
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+	}()
+
+	prompt := strings.Repeat("memory bound ", 64<<10/13)
+	const n = 240
+	var (
+		wg      sync.WaitGroup
+		mu      sync.Mutex
+		replies []flowReply
+	)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			r, err := c.flowPost(ctx, fmt.Sprintf("mem-%03d", i), fmt.Sprintf("tenant-%d", i%4), "", prompt)
+			if assert.NoError(t, err) {
+				mu.Lock()
+				replies = append(replies, r)
+				mu.Unlock()
+			}
+		}()
+		// Requests arrive over ~1 s, not all in one instant: what a request
+		// holds while its body arrives and is parsed is bounded by the
+		// buffer budget (--max-buffered-bytes), not by flow control; paced,
+		// the EPP's growth is the queue's.
+		time.Sleep(4 * time.Millisecond)
+	}
+	wg.Wait()
+	stopSampling()
+	<-sampled
+
+	require.Len(t, replies, n, "every request answered")
+	var ok, full int
+	for _, r := range replies {
+		switch {
+		case r.status == http.StatusOK:
+			ok++
+		case r.status == http.StatusTooManyRequests && r.reason == "queue_full":
+			full++
+		default:
+			t.Errorf("%s: status %d reason %q", r.id, r.status, r.reason)
+		}
+	}
+	heapGrowth := peakHeap.Load() - baseHeap
+	rssGrowth := (peakRSS.Load() - baseRSS) << 10
+	bound := int64(flowMemoryMaxBytes*flowMemoryOverhead + flowMemorySlack)
+	t.Logf("%d served, %d refused queue_full; peak queued %d, held %d B (limit %d); heap in use %d -> %d (+%d), VmRSS %d KiB -> %d KiB (+%d B); bound +%d B",
+		ok, full, peakQueued.Load(), peakHeld.Load(), flowMemoryMaxBytes, baseHeap, peakHeap.Load(), heapGrowth, baseRSS, peakRSS.Load(), rssGrowth, bound)
+	assert.Positive(t, full, "requests over the byte bound were refused")
+	assert.Positive(t, ok)
+	assert.Greater(t, peakQueued.Load(), int64(8), "the queue held many large requests")
+	assert.LessOrEqual(t, peakHeld.Load(), int64(flowMemoryMaxBytes), "flow control never holds more than maxBytes")
+	assert.Greater(t, peakHeld.Load(), int64(flowMemoryMaxBytes/2), "the queue came near its bound")
+	assert.LessOrEqual(t, heapGrowth, bound, "the EPP's heap stays within baseline + maxBytes × %d + slack", flowMemoryOverhead)
+	assert.LessOrEqual(t, rssGrowth, bound, "the EPP's resident set stays within baseline + maxBytes × %d + slack", flowMemoryOverhead)
 }
