@@ -85,6 +85,12 @@ var bufPool = sync.Pool{New: func() any { return &runBuffers{} }}
 func (p *Profile) Run(ctx context.Context, req *Request, candidates []*Endpoint) (*ProfileResult, error) {
 	buf := bufPool.Get().(*runBuffers)
 	defer bufPool.Put(buf)
+	// A request for strict dominance (C-37) is a scorer's word to this
+	// profile's picker only: one left by an earlier profile whose picker
+	// does not read it (max-score) must not reach this one's.
+	if req != nil {
+		StrictDominanceKey.Delete(req)
+	}
 	scored, err := p.score(ctx, req, candidates, buf)
 	if err != nil {
 		return nil, err

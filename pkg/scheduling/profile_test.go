@@ -521,3 +521,50 @@ func TestNewProfileRejectsNaNWeight(t *testing.T) {
 		t.Fatal("NewProfile accepted a NaN weight")
 	}
 }
+
+// dominanceScorer asks for strict dominance (C-37), as the
+// usage-weight-scorer does, and scores nothing.
+type dominanceScorer struct{}
+
+func (dominanceScorer) TypedName() scheduling.TypedName {
+	return scheduling.TypedName{Type: "dominance-scorer", Name: "d"}
+}
+
+func (dominanceScorer) Category() scheduling.ScorerCategory { return scheduling.Distribution }
+
+func (dominanceScorer) Score(_ context.Context, req *scheduling.Request, _ []*scheduling.Endpoint, scores []float64) {
+	scheduling.StrictDominanceKey.Set(req, true)
+	clear(scores)
+}
+
+// dominanceProbe records whether its profile's scorers asked for strict
+// dominance.
+type dominanceProbe struct{ asked *[]bool }
+
+func (dominanceProbe) TypedName() scheduling.TypedName {
+	return scheduling.TypedName{Type: "dominance-probe", Name: "probe"}
+}
+
+func (p dominanceProbe) Pick(_ context.Context, req *scheduling.Request, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
+	*p.asked = append(*p.asked, scheduling.TakeStrictDominance(req))
+	return &scheduling.ProfileResult{Targets: []*scheduling.Endpoint{scored[0].Endpoint}}
+}
+
+// TestC37_StrictDominanceStaysInItsProfile: a profile whose picker ignores
+// the request for strict dominance (max-score) does not pass it on to the
+// next profile of the same request.
+func TestC37_StrictDominanceStaysInItsProfile(t *testing.T) {
+	var asked []bool
+	first := mustProfile(t, "first", nil, []scheduling.WeightedScorer{{Scorer: dominanceScorer{}, Weight: 1}}, maxPicker{name: "max"})
+	second := mustProfile(t, "second", nil, nil, dominanceProbe{asked: &asked})
+	third := mustProfile(t, "third", nil, []scheduling.WeightedScorer{{Scorer: dominanceScorer{}, Weight: 1}}, dominanceProbe{asked: &asked})
+	req := &scheduling.Request{}
+	for _, p := range []*scheduling.Profile{first, second, third, second} {
+		if _, err := p.Run(t.Context(), req, namedEndpoints("a", "b")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if want := []bool{false, true, false}; !reflect.DeepEqual(asked, want) {
+		t.Fatalf("strict dominance seen by the probes: %v, want %v", asked, want)
+	}
+}
