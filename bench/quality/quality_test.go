@@ -143,11 +143,11 @@ func TestRoutingQuality(t *testing.T) {
 		case gieRouter:
 			return gie, append(slices.Clone(chart.Args), ports...)
 		case syDefault:
-			return epp, append(withConfig(chart.Args, ""), ports...)
+			return epp, append(WithConfig(chart.Args, ""), ports...)
 		case syBest:
-			return epp, append(withConfig(chart.Args, filepath.Join(root, bestProfile)), ports...)
+			return epp, append(WithConfig(chart.Args, filepath.Join(root, bestProfile)), ports...)
 		default:
-			return epp, append(withConfig(chart.Args, rrFile), ports...)
+			return epp, append(WithConfig(chart.Args, rrFile), ports...)
 		}
 	}
 
@@ -346,29 +346,6 @@ func waitReady(t *testing.T, p *matrix.Proc, service string, client *http.Client
 		}
 	}
 	time.Sleep(2 * time.Second)
-}
-
-// withConfig replaces the chart's --config-file argument with file, or
-// drops it when file is empty (the EPP's built-in default).
-func withConfig(args []string, file string) []string {
-	var out []string
-	for i := 0; i < len(args); i++ {
-		a := args[i]
-		switch {
-		case a == "--config-file" && i+1 < len(args):
-			i++
-			if file != "" {
-				out = append(out, a, file)
-			}
-		case strings.HasPrefix(a, "--config-file="):
-			if file != "" {
-				out = append(out, "--config-file="+file)
-			}
-		default:
-			out = append(out, a)
-		}
-	}
-	return out
 }
 
 func pick(t *testing.T, all []string, subset string) []string {

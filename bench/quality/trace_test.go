@@ -125,3 +125,12 @@ func TestWorkloadValidate(t *testing.T) {
 	assert.Contains(t, Workload{Name: "x", Prefixes: 1, QuestionTokens: 1, OutputTokens: 1}.Validate().Error(), "steps: must not be empty")
 	assert.NoError(t, testWorkload().Validate())
 }
+
+func TestWithConfig(t *testing.T) {
+	args := []string{"--pool-name", "p", "--config-file", "/config/default-plugins.yaml", "--zap-encoder", "json"}
+	assert.Equal(t, []string{"--pool-name", "p", "--config-file", "/x.yaml", "--zap-encoder", "json"}, WithConfig(args, "/x.yaml"))
+	assert.Equal(t, []string{"--pool-name", "p", "--zap-encoder", "json"}, WithConfig(args, ""), "dropped: the built-in default")
+	assert.Equal(t, []string{"--config-file=/y"}, WithConfig([]string{"--config-file=/c"}, "/y"))
+	assert.Empty(t, WithConfig([]string{"--config-file=/c"}, ""))
+	assert.Equal(t, "/config/default-plugins.yaml", args[3], "the input is not changed")
+}
