@@ -15,7 +15,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -95,7 +94,7 @@ func sizes(fullRun bool) scale {
 	// tokens (5 per endpoint fit with affinity; round robin cycles 80k
 	// tokens through each cache), 400-token questions, 16 output tokens.
 	eng.KVBlocks = 1024
-	steps := []Step{{8, 15 * time.Second}, {16, 15 * time.Second}, {24, 15 * time.Second}, {32, 15 * time.Second}}
+	steps := []Step{{8, 15 * time.Second}, {16, 15 * time.Second}, {24, 15 * time.Second}, {32, 15 * time.Second}, {48, 15 * time.Second}}
 	return scale{endpoints: 8, engine: eng, workloads: []Workload{
 		{Name: "shared-prefix", Seed: 15, Prefixes: 40, PrefixTokens: 2000, QuestionTokens: 400, OutputTokens: 16, Steps: steps},
 		{Name: "low-sharing", Seed: 16, Prefixes: 1 << 30, PrefixTokens: 2000, QuestionTokens: 400, OutputTokens: 16, Steps: steps},
@@ -233,7 +232,6 @@ func runRouter(t *testing.T, router, bin string, env, args []string, probeServic
 		endpoints[i] = fmt.Sprintf("http://%s:%d", ip, simPort)
 	}
 	scrapes := make([][]Counters, len(w.Steps)+1)
-	var mu sync.Mutex
 	rp := &Replayer{URL: base, Model: modelsim.DefaultModel, Client: client, Timeout: 3 * time.Minute,
 		OnStep: func(i int) {
 			c, err := Scrape(ctx, client, endpoints)
@@ -241,9 +239,7 @@ func runRouter(t *testing.T, router, bin string, env, args []string, probeServic
 				t.Logf("%s: scrape at step %d: %v", router, i, err)
 				return
 			}
-			mu.Lock()
-			scrapes[i] = c
-			mu.Unlock()
+			scrapes[i] = c // OnStep calls are sequential
 		}}
 	outs := rp.Replay(ctx, w, reqs)
 	// The last scrape is taken when the trace's last step ends; requests
@@ -387,7 +383,17 @@ func write(t *testing.T, root string, sc scale, routers []string, ws []Workload,
 	must(t, os.WriteFile(filepath.Join(dir, name+".json"), append(js, '\n'), 0o644))
 	var md strings.Builder
 	fmt.Fprintf(&md, "# Routing quality: round robin, GIE v1.5.0's default profile, Switchyard's default and best profiles\n\n")
-	fmt.Fprintf(&md, "Machine: %s. Produced by `%s` (bench/quality/quality_test.go).\n\n", report.Machine(), map[bool]string{true: "make bench-quality-full", false: "make bench-quality"}[*full])
+	var trial []string
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name != "full" && f.Name != "results" && f.Name != "traces" && !strings.HasPrefix(f.Name, "test.") {
+			trial = append(trial, "-"+f.Name+" "+f.Value.String())
+		}
+	})
+	how := map[bool]string{true: "make bench-quality-full", false: "make bench-quality"}[*full]
+	if len(trial) > 0 {
+		how += " -args " + strings.Join(trial, " ") // a trial: not the published configuration
+	}
+	fmt.Fprintf(&md, "Machine: %s. Produced by `%s` (bench/quality/quality_test.go).\n\n", report.Machine(), how)
 	e := sc.engine
 	fmt.Fprintf(&md, "Fleet: %d modelsim endpoints (KV cache %d blocks × %d tokens, max %d running, prefill %s/token, decode %s + %s per extra sequence, at most %d batched tokens per step, real time), pods of one InferencePool in a real kube-apiserver. ",
 		sc.endpoints, e.KVBlocks, e.BlockSize, e.MaxRunning, e.PrefillPerToken, e.DecodeBase, e.DecodePerSeq, e.MaxBatchedTokens)
