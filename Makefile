@@ -35,7 +35,7 @@ bench-full: bench-quality-full
 # Routing quality (bench/quality): round robin, GIE v1.5.0's default
 # profile, Switchyard's default and best profiles on the same seeded traces
 # through the in-repo gateway to a modelsim fleet. The short run takes about
-# 12 minutes, more than `make bench`'s budget, so it is a target of its own;
+# 15 minutes, more than `make bench`'s budget, so it is a target of its own;
 # `make bench-full` runs the full one (about 70 minutes). Both write
 # bench/results/quality[-short].*.
 bench-quality:
