@@ -14,6 +14,9 @@
 // `bench` build tag and runs with `make bench-quality` /
 // `make bench-quality-full`.
 //
-// Goroutines: Replay owns one dispatcher goroutine, one per request in
-// flight and one per step-boundary hook; all have ended when it returns.
+// Goroutines: Replay dispatches in its caller's goroutine and owns one
+// goroutine per request in flight and one that runs the step-boundary
+// hooks in order; all have ended when it returns. The driver's modelsim
+// servers, gateway and EPP process are stopped before the next router
+// starts.
 package quality
