@@ -1,7 +1,7 @@
 # Switchyard developer targets. Everything runs from the repository root.
 GO ?= go
 
-.PHONY: build test bench bench-full gobench lint fuzz
+.PHONY: build test bench bench-full bench-quality bench-quality-full gobench lint fuzz
 
 build:
 	$(GO) build -o bin/epp ./cmd/epp
@@ -28,9 +28,23 @@ bench:
 	@assets=$$(hack/test-binaries.sh) && \
 	  KUBEBUILDER_ASSETS=$$assets $(GO) test -tags bench -count=1 -timeout 20m -v -run 'TestOverheadMatrix' ./bench/matrix
 
-bench-full:
+bench-full: bench-quality-full
 	@assets=$$(hack/test-binaries.sh) && \
 	  KUBEBUILDER_ASSETS=$$assets $(GO) test -tags bench -count=1 -timeout 120m -v -run 'TestOverheadMatrix' ./bench/matrix -args -full
+
+# Routing quality (bench/quality): round robin, GIE v1.5.0's default
+# profile, Switchyard's default and best profiles on the same seeded traces
+# through the in-repo gateway to a modelsim fleet. The short run takes about
+# 15 minutes, more than `make bench`'s budget, so it is a target of its own;
+# `make bench-full` runs the full one (about 70 minutes). Both write
+# bench/results/quality[-short].*.
+bench-quality:
+	@assets=$$(hack/test-binaries.sh) && \
+	  KUBEBUILDER_ASSETS=$$assets $(GO) test -tags bench -count=1 -timeout 40m -v -run 'TestRoutingQuality' ./bench/quality
+
+bench-quality-full:
+	@assets=$$(hack/test-binaries.sh) && \
+	  KUBEBUILDER_ASSETS=$$assets $(GO) test -tags bench -count=1 -timeout 180m -v -run 'TestRoutingQuality' ./bench/quality -args -full
 
 # Go benchmarks of every plugin and of whole profiles, with allocations.
 gobench:

@@ -16,10 +16,6 @@ import (
 	"testing"
 	"time"
 
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
-	healthpb "google.golang.org/grpc/health/grpc_health_v1"
-
 	"github.com/switchyard-ai/switchyard/bench/loadgen"
 	"github.com/switchyard-ai/switchyard/bench/report"
 	"github.com/switchyard-ai/switchyard/internal/kubetest"
@@ -161,18 +157,6 @@ func waitRouting(t *testing.T, p *proc, c Chart, null bool) {
 		}
 	}
 	time.Sleep(2 * time.Second) // a few scrape rounds of every endpoint
-}
-
-func healthy(addr, service string) bool {
-	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
-	if err != nil {
-		return false
-	}
-	defer conn.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	r, err := healthpb.NewHealthClient(conn).Check(ctx, &healthpb.HealthCheckRequest{Service: service})
-	return err == nil && r.Status == healthpb.HealthCheckResponse_SERVING
 }
 
 // measure runs one matrix cell: a rate search, a run at the fixed rate
