@@ -41,10 +41,9 @@ const adminToken = "e2e-admin-token-fedcba9876543210"
 // TestC40_QuotaAwareThroughTheGateway: two equal modelsim endpoints behind
 // the gateway, one answering with OpenAI rate-limit headers near
 // exhaustion (2 of 100 requests left): it receives fewer requests than
-// its twin; once its headers recover to the share its twin reports (99 of
-// 100 both, set with the runtime control) and the old snapshots are stale,
-// each is observed once more and the equal shares tie: the strategy
-// alternates again. The admin API answers
+// its twin; once its headers recover (100 of 100, set with the runtime
+// control; its twin's are unchanged) and the old snapshots are stale,
+// both tie and the strategy alternates again. The admin API answers
 // 401 without its token and the documented JSON with it.
 func TestC40_QuotaAwareThroughTheGateway(t *testing.T) {
 	tokenFile := filepath.Join(t.TempDir(), "admin-token")
@@ -140,23 +139,20 @@ func TestC40_QuotaAwareThroughTheGateway(t *testing.T) {
 	require.Equal(t, http.StatusOK, code, body)
 	require.JSONEq(t, `{"pickers": []}`, body)
 
-	// Recovery: both endpoints' headers say 99 of 100. After the TTL both
-	// snapshots are stale and their local estimates (the declaration
-	// minus the few requests metered) lie above 0.99: the less used one,
-	// sim-0, is taken and observed at 0.99, then sim-1 (its estimate is
-	// still above 0.99), and from then on the observed shares tie and the
-	// round-robin strategy decides. (A snapshot that goes stale on a slow
-	// machine puts its endpoint ahead for one request, which observes it
-	// again.)
-	for i := range c.simAddr {
-		req, err := http.NewRequest(http.MethodPut, "http://"+c.simAddr[i]+"/modelsim/ratelimit",
-			strings.NewReader(`{"limitRequests":100,"remainingRequests":99,"limitTokens":-1,"remainingTokens":-1}`))
-		require.NoError(t, err)
-		resp, err := http.DefaultClient.Do(req)
-		require.NoError(t, err)
-		resp.Body.Close()
-		require.Equal(t, http.StatusOK, resp.StatusCode)
-	}
+	// Recovery (the issue's scenario): sim-0's headers say 100 of 100
+	// again, sim-1's are unchanged. After the TTL both snapshots are
+	// stale; each continues from the requests metered since it was made
+	// (none: the observing request is counted by the headers), so both
+	// lie at 1.0, tie, and the round-robin strategy decides; each is then
+	// observed fresh at 1.0 and the shares keep tying: the split returns
+	// to alternation.
+	req, err := http.NewRequest(http.MethodPut, "http://"+c.simAddr[0]+"/modelsim/ratelimit",
+		strings.NewReader(`{"limitRequests":100,"remainingRequests":100,"limitTokens":-1,"remainingTokens":-1}`))
+	require.NoError(t, err)
+	resp, err := http.DefaultClient.Do(req)
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
 	time.Sleep(5500 * time.Millisecond)
 	after := send("recovered", 20)
 	require.InDelta(t, 10, after["sim-0"], 1, "%v", after)

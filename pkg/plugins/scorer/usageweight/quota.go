@@ -85,7 +85,8 @@ type Observation struct {
 	// bytes), for the admin API; at most len(headers) entries.
 	Headers map[string]string
 
-	at int64 // At as monotime.Nanos: ages do not move with the wall clock
+	at   int64    // At as monotime.Nanos: ages do not move with the wall clock
+	base *obsBase // metered use at the observation (set by the scorer)
 }
 
 // Axis returns the named axis (AxisRequests or AxisTokens).

@@ -359,6 +359,29 @@ func (st *endpointState) used(win int64) (tokens, requests int64) {
 	return m.tokens, m.requests
 }
 
+// usedSinceObservation returns the tokens and requests metered in window
+// win, on each axis st's latest observation reported since that
+// observation (quota-aware on and it was made in this window; otherwise
+// the whole window's).
+func (st *endpointState) usedSinceObservation(win int64, quota bool) (tokens, requests int64) {
+	tokens, requests = st.used(win)
+	if !quota {
+		return tokens, requests
+	}
+	o := st.obs.Load()
+	if o == nil || o.base == nil || o.base.win != win {
+		return tokens, requests // no observation in this window
+	}
+	// Per axis: only an axis the observation reported was reset by it.
+	if o.Tokens.Usable {
+		tokens = max(tokens-o.base.tokens.Load(), 0)
+	}
+	if o.Requests.Usable {
+		requests = max(requests-o.base.requests.Load(), 0)
+	}
+	return tokens, requests
+}
+
 // add meters one completed attempt in window win; an attempt of a window
 // older than the current one is dropped.
 func (st *endpointState) add(win, tokens int64) {
@@ -383,7 +406,13 @@ func (st *endpointState) add(win, tokens int64) {
 // Remaining is the share of e's quota left and whether e takes part:
 // per axis, a fresh observation (quota-aware on) or else the declared
 // limit minus the metered use, clamp((limit − used)/limit, 0, 1); the
-// smaller axis counts. An endpoint with neither takes no part.
+// smaller axis counts. An endpoint with neither takes no part. With
+// quota-aware observation on, the metered use of an axis the endpoint's
+// latest observation reported is the use metered since that observation
+// (within the current window): the provider's headers had accounted for the earlier
+// use, so an endpoint that was not routed since its snapshot went stale
+// keeps a full local estimate and ties with a twin observed fresh at
+// 1.0, instead of starving behind it until the window rolls.
 func (s *Scorer) remaining(e *scheduling.Endpoint, st *endpointState, now int64, win int64) (float64, bool) {
 	var reqR, tokR float64
 	var hasReq, hasTok bool
@@ -401,7 +430,7 @@ func (s *Scorer) remaining(e *scheduling.Endpoint, st *endpointState, now int64,
 		tpm, rpm := limits(e, st)
 		var usedTok, usedReq int64
 		if st != nil && (tpm > 0 || rpm > 0) {
-			usedTok, usedReq = st.used(win)
+			usedTok, usedReq = st.usedSinceObservation(win, s.quota)
 		}
 		if !hasReq && rpm > 0 {
 			reqR, hasReq = clamp01(float64(int64(rpm)-usedReq)/float64(rpm)), true
@@ -574,19 +603,43 @@ func indexOf(reason string) int {
 // carry no rate-limit headers) is ignored. A response without any
 // recognised header leaves the snapshot as it is (it ages out with the
 // TTL) and creates none.
-func (s *Scorer) ResponseReceived(_ context.Context, _ *scheduling.Request, resp *scheduling.Response, target *scheduling.Endpoint) {
+func (s *Scorer) ResponseReceived(_ context.Context, req *scheduling.Request, resp *scheduling.Response, target *scheduling.Endpoint) {
 	if !s.quota || resp == nil || target == nil || s.closed.Load() {
 		return
 	}
 	if _, local := resp.Headers[gatewayReasonHeader]; local {
 		return
 	}
-	o, ok := ParseRateLimitHeaders(resp.Headers, s.now())
+	now := s.now()
+	o, ok := ParseRateLimitHeaders(resp.Headers, now)
 	if !ok {
 		return
 	}
-	s.stateFor(target).obs.Store(&o)
+	st := s.stateFor(target)
+	win := s.windowIndex(now)
+	b := &obsBase{win: win}
+	tok, reqs := st.used(win)
+	b.tokens.Store(tok)
+	b.requests.Store(reqs)
+	o.base = b
+	st.obs.Store(&o)
+	if req != nil {
+		observedKey.Set(req, &o)
+	}
 }
+
+// obsBase is the use metered in window win when an observation was
+// made, plus the use of the attempt whose response carried it (the
+// provider's headers count that attempt already).
+type obsBase struct {
+	win              int64
+	tokens, requests atomic.Int64
+}
+
+// observedKey holds, on a request, the observation its latest attempt's
+// response headers made, so that the attempt's completion is added to
+// the observation's baseline rather than counted against it.
+var observedKey = scheduling.NewStateKey[*Observation]("usage-weight-observed")
 
 // gatewayReasonHeader marks the replies the gateway generates itself
 // (pkg/gateway's ReasonHeader).
@@ -594,8 +647,10 @@ const gatewayReasonHeader = "x-switchyard-reason"
 
 // ResponseComplete implements scheduling.ResponseComplete: a completed
 // attempt that reported usage is metered (its total tokens, one request)
-// in the current window.
-func (s *Scorer) ResponseComplete(_ context.Context, _ *scheduling.Request, resp *scheduling.Response, target *scheduling.Endpoint) {
+// in the current window. When the attempt's own response headers made
+// the endpoint's current observation, its use is part of that
+// observation's baseline (the provider counted it).
+func (s *Scorer) ResponseComplete(_ context.Context, req *scheduling.Request, resp *scheduling.Response, target *scheduling.Endpoint) {
 	if resp == nil || target == nil || resp.Disconnected || s.closed.Load() {
 		return
 	}
@@ -607,7 +662,21 @@ func (s *Scorer) ResponseComplete(_ context.Context, _ *scheduling.Request, resp
 	if tokens <= 0 {
 		return // no usage reported: not counted
 	}
-	s.stateFor(target).add(s.windowIndex(s.now()), tokens)
+	st := s.stateFor(target)
+	win := s.windowIndex(s.now())
+	st.add(win, tokens)
+	if req == nil {
+		return
+	}
+	if o, ok := observedKey.Get(req); ok {
+		observedKey.Delete(req)
+		// The attempt that made the endpoint's current observation: the
+		// provider counted it in the headers already.
+		if o != nil && o == st.obs.Load() && o.base != nil && o.base.win == win {
+			o.base.tokens.Add(tokens)
+			o.base.requests.Add(1)
+		}
+	}
 }
 
 // Run implements scheduling.Runner: it drops the state and series of
