@@ -481,3 +481,34 @@ func TestC38_DecidedByKeyIsTheStrategyPickers(t *testing.T) {
 	assert.Equal(t, []string{strategy.DecidedByScorers, strategy.DecidedByStrategy},
 		[]string{scheduling.DecidedByScorers.String(), scheduling.DecidedByStrategy.String()})
 }
+
+// TestC37_TiedTermKeepsThresholdAndMargin: a usage term that ties (equal
+// declared replicas, nothing metered) does not ask for strict dominance,
+// so the strategy-picker's margin still applies to the other scorers: the
+// queue scorer's lead (its whole weight, below the margin of the total
+// weight) does not decide, and round-robin alternates as it does without
+// the term.
+func TestC37_TiedTermKeepsThresholdAndMargin(t *testing.T) {
+	doc := head + `plugins:
+  - type: usage-weight-scorer
+  - type: queue-scorer
+  - type: strategy-picker
+    parameters: {scorerMargin: 1}
+schedulingProfiles:
+  - name: default
+    plugins:
+      - pluginRef: usage-weight-scorer
+      - pluginRef: queue-scorer
+      - pluginRef: strategy-picker
+`
+	l := load(t, doc, prometheus.NewRegistry(), nil)
+	defer l.Close()
+	eps := schedulingtest.Endpoints(2, func(i int, b *schedulingtest.EndpointBuilder) {
+		b.Attr(usageweight.ProviderRPMAttribute, 1000).Queue(1 - i) // ep-1 has the shorter queue
+	})
+	var got []string
+	for range 6 {
+		got = append(got, serveUsage(t, l, eps, nil, 0)) // no usage: the term stays tied
+	}
+	assert.Equal(t, []string{"ep-0", "ep-1", "ep-0", "ep-1", "ep-0", "ep-1"}, got)
+}

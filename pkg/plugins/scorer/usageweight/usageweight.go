@@ -208,12 +208,14 @@ var (
 	noDifferentiation = &decision{reason: ReasonNoDifferentiation}
 )
 
-// appliedTo returns the applied decision for e, kept on e's state (st,
-// or a new state when e has none yet: once per endpoint and address, as
-// PreRequest would create it for the chosen endpoint anyway).
-func (s *Scorer) appliedTo(e *scheduling.Endpoint, st *endpointState) *decision {
+// appliedTo returns the applied decision for e, kept on e's state st so
+// that the common pass allocates nothing. When e has no state yet (nil
+// st), it returns a fresh decision: one allocation on that rare pass,
+// and Score takes no lock (PreRequest and ResponseComplete create the
+// state).
+func appliedTo(e *scheduling.Endpoint, st *endpointState) *decision {
 	if st == nil {
-		st = s.stateFor(e)
+		return &decision{reason: ReasonApplied, top: e}
 	}
 	if d := st.applied.Load(); d != nil && d.top == e {
 		return d
@@ -455,13 +457,15 @@ func clamp01(v float64) float64 { return min(max(v, 0), 1) }
 // Score implements scheduling.Scorer: weight × remaining for candidates
 // that declare a limit or have a fresh observation, exactly 0 for the
 // others and for exhausted ones (C-37). The scores are added to the
-// profile's other terms. When the largest contribution is above 0, Score
+// profile's other terms. When the term differentiates (its largest
+// contribution is above 0 and strictly greater than every other), Score
 // sets scheduling.StrictDominanceKey: the strategy-picker then takes the
 // candidate whose total is strictly greater than every other, with no
-// threshold or margin, and a tied top, such as two replicas with equal
-// budgets, leaves the choice to the strategy. Score allocates nothing
-// once the leader has a state (which it creates once per endpoint and
-// address otherwise).
+// threshold or margin; a tied term, such as two replicas with equal
+// budgets, sets nothing, so the picker's threshold and margin apply to
+// the other scorers as without the term. Score takes no lock and
+// allocates nothing once the leader has a state (one decision value on
+// a pass whose leader has none yet).
 func (s *Scorer) Score(_ context.Context, req *scheduling.Request, endpoints []*scheduling.Endpoint, scores []float64) {
 	now := s.now()
 	win := s.windowIndex(now)
@@ -497,14 +501,15 @@ func (s *Scorer) Score(_ context.Context, req *scheduling.Request, endpoints []*
 	switch {
 	case top < 0:
 	case best > 0 && best > second:
-		d = s.appliedTo(endpoints[top], topSt)
+		d = appliedTo(endpoints[top], topSt)
+		// Only a term that differentiates asks for strict dominance: a
+		// tied term must not take threshold and margin away from the
+		// profile's other scorers.
+		scheduling.StrictDominanceKey.Set(req, true)
 	default:
 		d = noDifferentiation
 	}
 	decisionKey.Set(req, d)
-	if best > 0 {
-		scheduling.StrictDominanceKey.Set(req, true)
-	}
 }
 
 // PreRequest implements scheduling.PreRequest: it counts the scheduling

@@ -160,9 +160,9 @@ func TestC37_StrictDominance(t *testing.T) {
 }
 
 // TestC37_StrictDominanceKey: Score asks the picker for strict dominance
-// when its largest contribution is above 0, also when the top is tied
-// (the picker then finds no dominant total and the strategy decides);
-// never when no candidate declares or every declared one is exhausted.
+// only when the term differentiates (its largest contribution is above 0
+// and strictly ahead); never on a tied top, when no candidate declares or
+// every declared one is exhausted.
 func TestC37_StrictDominanceKey(t *testing.T) {
 	s, _, _ := newScorer(t, DefaultParams())
 	ex := ep("ex", 10, 0)
@@ -174,7 +174,8 @@ func TestC37_StrictDominanceKey(t *testing.T) {
 	}{
 		{"none declare", []*scheduling.Endpoint{ep("c", 0, 0), ep("d", 0, 0)}, false},
 		{"exhausted and undeclared: all 0", []*scheduling.Endpoint{ex, ep("c", 0, 0)}, false},
-		{"equal replicas above 0", []*scheduling.Endpoint{ep("a", 1000, 0), ep("b", 1000, 0)}, true},
+		{"equal replicas above 0: tied", []*scheduling.Endpoint{ep("a", 1000, 0), ep("b", 1000, 0)}, false},
+		{"one ahead of an exhausted one", []*scheduling.Endpoint{ep("a", 1000, 0), ex}, true},
 		{"one declared", []*scheduling.Endpoint{ep("a", 1000, 0), ep("c", 0, 0)}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -484,4 +485,25 @@ func TestC38_RolloverKeepsEveryCount(t *testing.T) {
 		tok, req := st.used(w + 1)
 		require.Equal(t, [2]int64{goroutines * perG, goroutines * perG}, [2]int64{tok, req}, "round %d", round)
 	}
+}
+
+// TestC37_ScoreCreatesNoState: a leader without a state gets a fresh
+// applied decision; Score neither creates its state (no lock, no copy of
+// the state map) nor loses the decision, and PreRequest, which creates
+// the chosen endpoint's state, counts it.
+func TestC37_ScoreCreatesNoState(t *testing.T) {
+	s, _, reg := newScorer(t, DefaultParams())
+	lead, other := ep("lead", 1000, 0), ep("other", 0, 0)
+	before := s.states.Load()
+	req := &scheduling.Request{}
+	score(s, req, lead, other)
+	assert.Same(t, before, s.states.Load(), "Score did not replace the state map")
+	assert.Nil(t, s.lookup(lead))
+	d, ok := decisionKey.Get(req)
+	require.True(t, ok)
+	assert.Equal(t, ReasonApplied, d.reason)
+	assert.Same(t, lead, d.top)
+	pre(s, req, lead)
+	assert.NotNil(t, s.lookup(lead), "PreRequest creates the chosen endpoint's state")
+	assert.Equal(t, 1.0, counts(t, reg)[UsageDecisionsMetric+"/lead/"+ReasonApplied])
 }
