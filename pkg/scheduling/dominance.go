@@ -87,7 +87,9 @@ func (d DecidedBy) String() string {
 // DecidedByKey records on the request who decided the primary target of
 // the picker that ran last for it (the strategy-picker sets it on every
 // pick that is not a FallbacksOnly call; with several profiles the last
-// profile's pick wins). Terms read it in PreRequest to count only the
-// passes they decided (usage-weight-scorer, C-38). A request without it
-// was picked by a picker that records nothing.
+// profile's pick wins). Every Profile.Run clears it first, so it is
+// always the record of the latest profile run. Terms read it in
+// PreRequest to count only the passes they decided (usage-weight-scorer,
+// C-38). A request without it was last picked by a picker that records
+// nothing.
 var DecidedByKey = NewStateKey[DecidedBy]("switchyard.io/decided-by")

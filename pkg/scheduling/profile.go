@@ -87,9 +87,12 @@ func (p *Profile) Run(ctx context.Context, req *Request, candidates []*Endpoint)
 	defer bufPool.Put(buf)
 	// A request for strict dominance (C-37) is a scorer's word to this
 	// profile's picker only: one left by an earlier profile whose picker
-	// does not read it (max-score) must not reach this one's.
+	// does not read it (max-score) must not reach this one's. Likewise
+	// the record of who decided is this run's picker's: a picker that
+	// records nothing leaves it "not recorded", not an earlier pass's.
 	if req != nil {
 		StrictDominanceKey.Delete(req)
+		DecidedByKey.Delete(req)
 	}
 	scored, err := p.score(ctx, req, candidates, buf)
 	if err != nil {

@@ -568,3 +568,37 @@ func TestC37_StrictDominanceStaysInItsProfile(t *testing.T) {
 		t.Fatalf("strict dominance seen by the probes: %v, want %v", asked, want)
 	}
 }
+
+// decidingPicker records that the scorers decided, as the strategy-picker
+// does.
+type decidingPicker struct{}
+
+func (decidingPicker) TypedName() scheduling.TypedName {
+	return scheduling.TypedName{Type: "deciding-picker", Name: "decides"}
+}
+
+func (decidingPicker) Pick(_ context.Context, req *scheduling.Request, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
+	scheduling.DecidedByKey.Set(req, scheduling.DecidedByScorers)
+	return &scheduling.ProfileResult{Targets: []*scheduling.Endpoint{scored[0].Endpoint}}
+}
+
+// TestC38_DecidedByIsTheLatestRuns: a profile run whose picker records
+// nothing (max-score) leaves "not recorded", not the record of an earlier
+// pass of the same request.
+func TestC38_DecidedByIsTheLatestRuns(t *testing.T) {
+	deciding := mustProfile(t, "deciding", nil, nil, decidingPicker{})
+	silent := mustProfile(t, "silent", nil, nil, maxPicker{name: "max"})
+	req := &scheduling.Request{}
+	if _, err := deciding.Run(t.Context(), req, namedEndpoints("a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	if by, ok := scheduling.DecidedByKey.Get(req); !ok || by != scheduling.DecidedByScorers {
+		t.Fatalf("after the deciding picker: %v %v", by, ok)
+	}
+	if _, err := silent.Run(t.Context(), req, namedEndpoints("a", "b")); err != nil {
+		t.Fatal(err)
+	}
+	if by, ok := scheduling.DecidedByKey.Get(req); ok {
+		t.Fatalf("after a picker that records nothing: %v, want not recorded", by)
+	}
+}
