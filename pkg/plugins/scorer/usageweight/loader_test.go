@@ -98,14 +98,11 @@ func names(t *testing.T, l *config.Loaded, eps []*scheduling.Endpoint, n int, he
 	return out
 }
 
-// TestC37_EqualReplicasKeepAlternating: two replicas with equal budgets
-// whose responses report no usage keep exactly equal remaining quotas:
-// no total is strictly greater, so the round-robin strategy decides and
-// they alternate. When usage is metered, each request makes the other
-// replica strictly ahead, the term decides (C-37: strict dominance, no
-// margin) and the split stays even: neither is ever more than one
-// request ahead.
-func TestC37_EqualReplicasKeepAlternating(t *testing.T) {
+// TestC37_UnmeteredEqualReplicasAlternateByStrategy: two replicas with
+// equal budgets whose responses report no usage keep exactly equal
+// remaining quotas: the term ties, so the round-robin strategy decides
+// and they alternate.
+func TestC37_UnmeteredEqualReplicasAlternateByStrategy(t *testing.T) {
 	l := load(t, withTerm, prometheus.NewRegistry(), nil)
 	defer l.Close()
 	eps := pool(1_000_000)
@@ -114,15 +111,28 @@ func TestC37_EqualReplicasKeepAlternating(t *testing.T) {
 		got = append(got, serveUsage(t, l, eps, nil, 0))
 	}
 	assert.Equal(t, []string{"ep-0", "ep-1", "ep-0", "ep-1", "ep-0", "ep-1", "ep-0", "ep-1"}, got)
+}
 
-	metered := load(t, withTerm, prometheus.NewRegistry(), nil)
-	defer metered.Close()
+// TestC37_MeteredReplicasBalanceByLeastUsage: with usage metered, each
+// completed request makes the other replica strictly ahead, the term
+// decides (strict dominance, no margin) and the split stays even: neither
+// is ever more than one request ahead.
+func TestC37_MeteredReplicasBalanceByLeastUsage(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	l := load(t, withTerm, reg, nil)
+	defer l.Close()
+	eps := pool(1_000_000)
 	count := map[string]int{}
 	for i := range 16 {
-		count[serve(t, metered, eps, nil)]++
+		count[serve(t, l, eps, nil)]++
 		assert.LessOrEqual(t, abs(count["ep-0"]-count["ep-1"]), 1, "after %d: %v", i+1, count)
 	}
 	assert.Equal(t, map[string]int{"ep-0": 8, "ep-1": 8}, count)
+	// Every response reports the same usage, so after each pair of
+	// requests the replicas tie again and the strategy decides; the
+	// other half of the passes are the term's.
+	assert.Equal(t, 8.0, counter(t, reg, usageweight.UsageDecisionsMetric, "ep-0", usageweight.ReasonApplied)+
+		counter(t, reg, usageweight.UsageDecisionsMetric, "ep-1", usageweight.ReasonApplied))
 }
 
 func abs(v int) int { return max(v, -v) }

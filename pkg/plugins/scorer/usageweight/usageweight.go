@@ -513,10 +513,11 @@ func (s *Scorer) Score(_ context.Context, req *scheduling.Request, endpoints []*
 }
 
 // PreRequest implements scheduling.PreRequest: it counts the scheduling
-// pass once, against the endpoint the pass chose. A retry is a pass of
-// its own: PreRequest run again without a new pass (the framework runs
-// it again when a request is scheduled again before it completes) counts
-// nothing more, so the first attempt's endpoint is never counted twice.
+// pass once, against the endpoint the pass chose: it removes the pass's
+// decision from the request. A retry is a pass of its own (the framework
+// runs PreRequest only after Schedule); should PreRequest ever run again
+// without a new pass, it counts nothing more (defensive: the framework
+// does not do that), so an endpoint is never counted twice for a pass.
 // It counts the pass in routing_usage_weight_decisions_total only when
 // the term's outcome decided it (C-38): applied when the scorers decided
 // and chose the term's strict leader; no_declaration or

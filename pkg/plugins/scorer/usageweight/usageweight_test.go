@@ -256,20 +256,20 @@ func pre(s *Scorer, req *scheduling.Request, chosen *scheduling.Endpoint) {
 	s.PreRequest(context.Background(), req, &scheduling.Result{PrimaryProfile: "p", ProfileResults: map[string]*scheduling.ProfileResult{"p": {Targets: []*scheduling.Endpoint{chosen}}}})
 }
 
-// TestC38_RetryCountsEachPassOnce: PreRequest running again for a
-// request without a new scheduling pass (the framework reruns it when a
-// request is scheduled again before it completes) counts nothing more, so
-// the first attempt's endpoint is not counted twice and the other
-// endpoint is not counted for a pass that did not choose it; a retry that
-// is scheduled again (a new pass) counts once, against its own choice.
+// TestC38_RetryCountsEachPassOnce: a retry that is scheduled again (a new
+// pass) counts once, against its own choice. Defensive half: PreRequest
+// running again without a new scheduling pass (the framework never does
+// that: it runs PreRequest only after Schedule) counts nothing more, so
+// the first attempt's endpoint would not be counted twice nor the other
+// endpoint for a pass that did not choose it.
 func TestC38_RetryCountsEachPassOnce(t *testing.T) {
 	s, _, reg := newScorer(t, quotaParams())
 	a, b := ep("a", 1000, 0), ep("b", 1000, 0)
 	req := &scheduling.Request{}
 	score(s, req, a, b)
 	pre(s, req, a)
-	pre(s, req, a) // rerun, same pass
-	pre(s, req, b) // rerun, same pass, another target
+	pre(s, req, a) // defensive: rerun, same pass
+	pre(s, req, b) // defensive: rerun, same pass, another target
 	assert.Equal(t, map[string]float64{
 		UsageDecisionsMetric + "/a/" + ReasonNoDifferentiation: 1,
 		QuotaDecisionsMetric + "/a/" + QuotaAbsent:             1,
