@@ -24,10 +24,17 @@ func TestNanosUsesTheMonotonicReading(t *testing.T) {
 	// stepped back an hour: its Nanos moves by the step, the monotonic
 	// reading's does not.
 	stepped := later.Round(0).Add(-time.Hour)
-	// (wall and monotonic clocks advance together here, up to the few
-	// nanoseconds between the epoch's two readings.)
-	if got := monotime.Since(monotime.Nanos(at), stepped); (got - (2*time.Second - time.Hour)).Abs() > time.Millisecond {
-		t.Fatalf("wall-clock only: Since = %v, want 2s-1h", got)
+	// Exactly: the wall-clock-only time is measured from the epoch's wall
+	// reading, the real reading from the epoch's monotonic one (no
+	// tolerance, which a slewing clock could exceed).
+	want := stepped.Sub(monotime.Epoch().Round(0)) - at.Sub(monotime.Epoch())
+	if got := monotime.Since(monotime.Nanos(at), stepped); got != want {
+		t.Fatalf("wall-clock only: Since = %v, want %v", got, want)
+	}
+	// The step shows in full: against the same instant unstepped, the
+	// wall-clock-only age is exactly an hour shorter.
+	if got := monotime.Nanos(stepped) - monotime.Nanos(later.Round(0)); time.Duration(got) != -time.Hour {
+		t.Fatalf("wall-clock only: the step moved Nanos by %v, want -1h", time.Duration(got))
 	}
 	// A real reading whose wall clock was stepped back an hour keeps its
 	// monotonic reading, and Nanos ignores the step.

@@ -14,8 +14,9 @@ import (
 // was stepped. The runtime offers no API for it, so it edits the wall
 // seconds field of a time.Time with a monotonic reading (wall: flag bit,
 // 33 bits of seconds since 1885, 30 bits of nanoseconds; ext: the
-// monotonic reading); the result is checked, so a layout change fails
-// the test instead of passing it.
+// monotonic reading); the result is checked (same monotonic instant:
+// out.Sub(tm) == 0; wall clocks step apart: out.Round(0).Sub(tm.Round(0))
+// == step), so a layout change fails the test instead of passing it.
 func WallStepped(t testing.TB, tm time.Time, step time.Duration) time.Time {
 	t.Helper()
 	type layout struct {
@@ -33,7 +34,8 @@ func WallStepped(t testing.TB, tm time.Time, step time.Duration) time.Time {
 	}
 	l.wall = uint64(int64(l.wall) + int64(step/time.Second)<<30)
 	out := *(*time.Time)(unsafe.Pointer(&l))
-	if !out.Round(0).Equal(tm.Round(0).Add(step)) || out.String() == tm.Round(0).Add(step).String() {
+	if !out.Round(0).Equal(tm.Round(0).Add(step)) || out.String() == tm.Round(0).Add(step).String() ||
+		out.Sub(tm) != 0 || out.Round(0).Sub(tm.Round(0)) != step {
 		t.Fatalf("wall-clock step not applied as expected: %v from %v", out, tm)
 	}
 	return out
