@@ -29,6 +29,7 @@ import (
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
@@ -554,13 +555,22 @@ func adminReaderToken(t *testing.T, env *kubetest.Env, ns, name string) string {
 	u := &unstructured.Unstructured{}
 	require.NoError(t, utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096).Decode(&u.Object))
 	require.Equal(t, "ClusterRole", u.GetKind())
-	require.NoError(t, env.Client.Create(ctx, u))
+	// Cluster-scoped objects outlive the test's namespace: delete them
+	// when the test ends, and tolerate a role left by an earlier run.
+	if err := env.Client.Create(ctx, u); !apierrors.IsAlreadyExists(err) {
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = env.Client.Delete(context.Background(), u) })
+	}
 	cs, err := kubernetes.NewForConfig(env.Config)
 	require.NoError(t, err)
-	_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: ns + "-" + name},
+	binding := ns + "-" + name
+	_, err = cs.RbacV1().ClusterRoleBindings().Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: binding},
 		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "ClusterRole", Name: u.GetName()},
 		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: name, Namespace: ns}}}, metav1.CreateOptions{})
 	require.NoError(t, err)
+	t.Cleanup(func() {
+		_ = cs.RbacV1().ClusterRoleBindings().Delete(context.Background(), binding, metav1.DeleteOptions{})
+	})
 	return tok
 }
 
