@@ -12,7 +12,9 @@ package scheduling
 // candidate's is the primary target, with no threshold and no margin;
 // when the top total is tied, the picker's own rule (its selection
 // strategy) decides. The usage-weight-scorer sets it when its largest
-// contribution is above 0 (C-37: "the term decides only if its largest
+// contribution is above 0 and strictly greater than every other (a tied
+// term sets nothing, so the picker's threshold and margin still apply to
+// the other scorers) (C-37: "the term decides only if its largest
 // contribution is above 0 and one candidate's total is strictly greater
 // than every other; otherwise selection_strategy decides").
 //

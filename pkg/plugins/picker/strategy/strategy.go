@@ -10,7 +10,8 @@
 //
 // A term may ask for strict dominance instead (C-37) by setting
 // scheduling.StrictDominanceKey on the request in Score, as the
-// usage-weight-scorer does when its largest contribution is above 0: then
+// usage-weight-scorer does when its largest contribution is above 0 and
+// strictly ahead of every other: then
 // the endpoint whose total weighted score is strictly greater than every
 // other decides, with no threshold or margin, and a tied top leaves the
 // choice to the strategy. Every pick records who decided in
@@ -194,7 +195,7 @@ func (p *Picker) Pick(ctx context.Context, req *scheduling.Request, scored []sch
 
 // PickInProfile implements scheduling.ProfilePicker. When a scorer set
 // scheduling.StrictDominanceKey on the request (the usage-weight-scorer
-// with a contribution above 0, C-37), the endpoint whose total weighted
+// with a strictly largest contribution above 0, C-37), the endpoint whose total weighted
 // score is strictly greater than every other one's decides, with no
 // threshold and no margin, and a tie at the top leaves the choice to the
 // strategy. Otherwise, when one endpoint's

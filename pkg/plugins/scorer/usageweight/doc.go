@@ -11,7 +11,8 @@
 // smaller axis counting; undeclared and exhausted candidates score 0. With
 // quota-aware observation, the provider's rate-limit response headers
 // (ParseRateLimitHeaders, from ResponseReceived) replace the estimate per
-// axis while fresh. When a contribution is above 0, Score sets
+// axis while fresh. When the term differentiates (its largest contribution
+// is above 0 and strictly ahead), Score sets
 // scheduling.StrictDominanceKey, so the strategy-picker decides by strict
 // dominance of the total scores (C-37). PreRequest counts the pass, once, in
 // routing_usage_weight_decisions_total and
