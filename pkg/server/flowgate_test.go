@@ -71,7 +71,7 @@ func TestFlowGateSlot(t *testing.T) {
 // mustController builds a controller with one band whose fairness policy
 // is inner (nil: global strict), as flowConfig does: the gate's slot is
 // claimed by the controller through pool's Holder.
-func mustController(t *testing.T, _ *flowGate, pool flowcontrol.Pool, inner ...flowcontrol.FairnessPolicy) *flowcontrol.Controller {
+func mustController(t testing.TB, _ *flowGate, pool flowcontrol.Pool, inner ...flowcontrol.FairnessPolicy) *flowcontrol.Controller {
 	t.Helper()
 	var in flowcontrol.FairnessPolicy = flowcontrol.GlobalStrict{}
 	if len(inner) > 0 {
