@@ -375,3 +375,58 @@ func endpointsFile(tb testing.TB, n int) string {
 	require.NoError(tb, os.WriteFile(path, []byte(eps.String()), 0o600))
 	return path
 }
+
+// plainDetector is a saturation detector without a pool view that records
+// the requests it is asked with.
+type plainDetector struct {
+	nilReqs, calls atomic.Int64
+}
+
+func (d *plainDetector) TypedName() scheduling.TypedName {
+	return scheduling.TypedName{Type: "plain-detector", Name: "plain-detector"}
+}
+func (d *plainDetector) Saturation(_ context.Context, req *scheduling.Request, _ []*scheduling.Endpoint) float64 {
+	d.calls.Add(1)
+	if req == nil {
+		d.nilReqs.Add(1)
+	}
+	return 0.25
+}
+
+// TestFlowPoolSaturationFallbackRequest: a detector without a pool view is
+// asked through its per-request contract: a non-nil request the
+// producers prepared (never nil, which SaturationDetector does not
+// allow).
+func TestFlowPoolSaturationFallbackRequest(t *testing.T) {
+	path := endpointsFile(t, 2)
+	s, err := New(Config{EndpointsFile: path, ConfigText: flowTestConfig, GRPCAddr: "127.0.0.1:0", HealthAddr: "127.0.0.1:0"})
+	require.NoError(t, err)
+	defer s.closeListeners()
+	defer s.closeConfig()
+
+	prod, det := &counting{}, &plainDetector{}
+	reg := plugins.InTree().MustRegister(scheduling.Registration{
+		Type: "counting-producer",
+		Factory: scheduling.Typed(func() scheduling.NoParams { return scheduling.NoParams{} },
+			func(string, scheduling.NoParams, scheduling.Handle) (*counting, error) { return prod, nil }),
+	}, scheduling.Registration{
+		Type: "plain-detector",
+		Factory: scheduling.Typed(func() scheduling.NoParams { return scheduling.NoParams{} },
+			func(string, scheduling.NoParams, scheduling.Handle) (*plainDetector, error) { return det, nil }),
+	})
+	text := strings.Replace(flowTestConfig, "plugins:\n", "plugins:\n- type: counting-producer\n- type: plain-detector\n", 1)
+	text = strings.Replace(text, "pluginRef: concurrency-detector", "pluginRef: plain-detector", 1)
+	loaded, err := config.Load([]byte(text), config.Options{Registry: reg, Registerer: prometheus.NewRegistry()})
+	require.NoError(t, err)
+	defer loaded.Close()
+	old := s.gen.Load()
+	s.gen.Store(&generation{loaded: loaded, runtime: old.runtime, flow: old.flow, flowCfg: old.flowCfg})
+	s.commitFlow(s.gen.Load())
+
+	sat, eps := old.flow.pool.Saturation()
+	assert.Equal(t, 2, eps)
+	assert.InDelta(t, 0.25, sat, 1e-12)
+	assert.Equal(t, int64(1), det.calls.Load())
+	assert.Zero(t, det.nilReqs.Load(), "the detector was asked with a nil request")
+	assert.Equal(t, int64(1), prod.n.Load(), "the fallback prepares the request")
+}
