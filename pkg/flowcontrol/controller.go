@@ -657,6 +657,11 @@ func (c *Controller) dispatchOne(sat float64, eps int) *Item {
 	if it == nil {
 		return nil
 	}
+	// The release slot is claimed here, for the item that leaves, not by
+	// the fairness policy (whose flow selectLocked may still skip).
+	if h, ok := c.pool.(Holder); ok && !h.Hold(it) {
+		return nil // the fast path took the slot meanwhile
+	}
 	f := it.flow
 	b := f.band
 	c.removeLocked(it, Dispatched)

@@ -178,14 +178,17 @@ type Pool interface {
 // Holder is an optional Pool extension for pools whose saturation lags a
 // release (the load of a released request shows only once it is
 // scheduled). While Held reports true the dispatcher releases nothing,
-// whatever the band ceilings; the fast path of Enqueue claims the release
-// slot with Hold and queues instead if Hold returns false, so one free
-// slot admits at most one request until the pool has seen it start.
+// whatever the band ceilings. Both ways out claim the release slot with
+// Hold for the item that leaves: the fast path of Enqueue (it queues
+// instead if Hold returns false) and the dispatcher, under its lock, once
+// it has chosen the item it removes (it releases nothing if Hold returns
+// false). One free slot thus admits at most one request until the pool
+// has seen it start, and a claim always belongs to a released item.
 type Holder interface {
 	// Held reports whether a released request has not started yet.
 	Held() bool
-	// Hold registers it as released by the fast path; false if a release
-	// is already pending.
+	// Hold registers it as released; false if a release is already
+	// pending.
 	Hold(it *Item) bool
 }
 

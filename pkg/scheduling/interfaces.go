@@ -194,7 +194,11 @@ type DataExtractor interface {
 // saturation of the candidates read from published, request-free state
 // only (endpoint metrics and attributes, in-flight counts). It runs no
 // data producer and records nothing; for the same state it returns what
-// Saturation returns for a request the producers have prepared.
+// Saturation returns for a request the producers have prepared, once the
+// host has bound the detector's inputs (InFlightLoadUser.UseInFlightLoad
+// for a detector that reads in-flight load); a detector may document a
+// different, safer value before that bind (concurrency-detector reads the
+// host's counts where Saturation without a producer sees none).
 type PoolSaturationDetector interface {
 	SaturationDetector
 	PoolSaturation(candidates []*Endpoint) float64

@@ -31,9 +31,10 @@ import (
 // Invariant: at most one released request is pending (released, not yet
 // Started) at any time, and it is slot. A release claims the slot (claim)
 // by checking it is free and taking it in one step under mu; both ways to
-// release a request go through claim: the fast path of Enqueue (Hold) and
-// the dispatcher's pick (pickCounter, which refuses the pick when the
-// slot is taken, so the dispatcher releases nothing). slot and since
+// release a request go through claim (flowcontrol.Holder.Hold): the fast
+// path of Enqueue and the dispatcher, under the controller's lock, for the
+// item it has chosen and removes (it releases nothing when the slot is
+// taken), so a claim always belongs to a released request. slot and since
 // change together, only under mu; both are also atomics, so Held reads
 // since (the claim's time, 0 when free) without the lock, in O(1), and
 // Started returns without the lock unless its own request holds the slot
@@ -41,11 +42,20 @@ import (
 // claim older than pickTimeout counts as free: the next claim replaces
 // it, and the old request's Started is then a no-op.
 //
-// (Before, Hold claimed with a compare-and-swap on a pending counter that
-// the dispatcher's pick incremented under the mutex without checking it:
-// a dispatcher that had read Held() == false before the fast path's Hold
-// then picked anyway, two requests were released on one slot, and Held()
-// scanned a map of picks on every call.)
+// (Before, the fairness policy's wrapper claimed the slot when it picked
+// a flow, before the controller decided to release its head; a pick the
+// controller then skipped held the slot for an item never released, and
+// every band and the fast path waited pickTimeout.)
+//
+// # Drain rate
+//
+// Releases are serial: one per scheduling round trip (release, the
+// request path schedules it, Started frees the slot, Notify wakes the
+// dispatcher), whatever the number of free slots the detector reports.
+// With K free slots and a queue the gate releases K requests in K round
+// trips, not at once (BenchmarkFlowGateDrain measures one round trip).
+// That is the price of not over-releasing on a detector whose view lags
+// the release.
 type flowGate struct {
 	c    *flowcontrol.Controller
 	pool *flowPool
@@ -127,29 +137,6 @@ func (g *flowGate) claim(it *flowcontrol.Item) bool {
 // Notify implements extproc.FlowController.
 func (g *flowGate) Notify() { g.c.Notify() }
 
-// pickCounter wraps a band's fairness policy: a flow it picks gives up its
-// head to the dispatcher (flowcontrol's selectLocked), so the pick claims
-// the release slot for that head, and picks nothing when the slot is
-// taken.
-type pickCounter struct {
-	inner flowcontrol.FairnessPolicy
-	g     *flowGate
-}
-
-func (p pickCounter) Pick(b *flowcontrol.Band) *flowcontrol.Flow {
-	if p.g.heldAt(p.g.now().UnixNano()) {
-		return nil
-	}
-	f := p.inner.Pick(b)
-	if f == nil {
-		return nil
-	}
-	if h := f.Head(); h != nil && !p.g.claim(h) {
-		return nil // the fast path took the slot meanwhile
-	}
-	return f
-}
-
 // flowPool is the dispatcher's view of the pool: the serving
 // configuration's saturation detector over the routable endpoints, read
 // from the published snapshot and generation (no lock, no I/O). A
@@ -162,20 +149,26 @@ type flowPool struct {
 // Saturation implements flowcontrol.Pool without a request: the detector's
 // pool view (scheduling.PoolSaturationDetector) reads published state
 // only; no data producer runs. A detector without a pool view is asked
-// with no request (SaturationDetector allows a nil request).
+// through its per-request contract: an empty request the configuration's
+// data producers prepare first (this fallback path only).
 func (p *flowPool) Saturation() (float64, int) {
 	cands := p.s.store.Snapshot().Routable()
 	if len(cands) == 0 {
 		return 1, 0
 	}
-	det := p.s.gen.Load().loaded.SaturationDetector
+	l := p.s.gen.Load().loaded
+	det := l.SaturationDetector
 	if det == nil {
 		return 0, len(cands)
 	}
 	if pd, ok := det.(scheduling.PoolSaturationDetector); ok {
 		return pd.PoolSaturation(cands), len(cands)
 	}
-	return det.Saturation(context.Background(), nil, cands), len(cands)
+	ctx, req := context.Background(), &scheduling.Request{}
+	if l.Scheduler != nil {
+		l.Scheduler.Prepare(ctx, req, cands)
+	}
+	return det.Saturation(ctx, req, cands), len(cands)
 }
 
 // Held implements flowcontrol.Holder: a released request is not yet
@@ -192,31 +185,16 @@ func (p *flowPool) Hold(it *flowcontrol.Item) bool {
 
 var _ flowcontrol.Holder = (*flowPool)(nil)
 
-// flowConfig returns a configuration's flow-control settings with every
-// band's fairness policy wrapped for g (pickCounter), or nil without the
-// flowControl gate.
-func flowConfig(l *config.Loaded, g *flowGate) (*flowcontrol.Config, error) {
+// flowConfig returns a configuration's flow-control settings, or nil
+// without the flowControl gate. The bands' fairness policies are the
+// configured ones: the release slot is claimed by the controller itself
+// (flowcontrol.Holder.Hold) for the item it releases.
+func flowConfig(l *config.Loaded) (*flowcontrol.Config, error) {
 	if l.FlowControl == nil {
 		return nil, nil
 	}
 	cfg := *l.FlowControl
-	wrap := func(b flowcontrol.BandConfig) flowcontrol.BandConfig {
-		inner := b.Fairness
-		if inner == nil {
-			inner = flowcontrol.GlobalStrict{}
-		}
-		b.Fairness = pickCounter{inner: inner, g: g}
-		return b
-	}
-	cfg.Bands = make([]flowcontrol.BandConfig, len(l.FlowControl.Bands))
-	for i, b := range l.FlowControl.Bands {
-		cfg.Bands[i] = wrap(b)
-	}
-	cfg.DefaultBand = wrap(cfg.DefaultBand)
-	if cfg.DefaultNegativeBand != nil {
-		nb := wrap(*cfg.DefaultNegativeBand)
-		cfg.DefaultNegativeBand = &nb
-	}
+	cfg.Bands = slices.Clone(l.FlowControl.Bands)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -234,7 +212,7 @@ func (s *Server) prepareFlow(gen *generation) error {
 	if g == nil {
 		g = newFlowGate(s)
 	}
-	cfg, err := flowConfig(gen.loaded, g)
+	cfg, err := flowConfig(gen.loaded)
 	if err != nil || cfg == nil {
 		return err
 	}

@@ -14,7 +14,9 @@ import (
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/switchyard-ai/switchyard/pkg/datastore"
 	"github.com/switchyard-ai/switchyard/pkg/flowcontrol"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
 // flowConfig turns flow control on over a concurrency-detector of one
@@ -196,4 +198,64 @@ func BenchmarkFlowPoolSaturation(b *testing.B) {
 			}
 		})
 	}
+}
+
+// reloadProducerConfig is a tokens-mode concurrency-detector with an
+// explicit inflight-load-producer whose tokenAccounting is ACCT.
+const reloadProducerConfig = `apiVersion: inference.networking.x-k8s.io/v1alpha1
+kind: EndpointPickerConfig
+featureGates: [flowControl]
+plugins:
+- type: inflight-load-producer
+  parameters: {tokenAccounting: ACCT}
+- type: concurrency-detector
+  parameters: {concurrencyMode: tokens, maxTokenConcurrency: 100}
+- type: queue-scorer
+- type: max-score-picker
+saturationDetector:
+  pluginRef: concurrency-detector
+schedulingProfiles:
+- name: default
+  plugins:
+  - pluginRef: queue-scorer
+  - pluginRef: max-score-picker
+flowControl:
+  maxRequests: "10"
+`
+
+// TestFlowPoolSaturationFollowsReloadedProducer: a detector kept across a
+// reload while its producer changes (tokenAccounting gie → llm-d): the
+// dispatcher's pool view reads the new producer (llm-d's own token
+// counts), not the old one's (the host's token accounting).
+func TestFlowPoolSaturationFollowsReloadedProducer(t *testing.T) {
+	cfgFile := filepath.Join(t.TempDir(), "config.yaml")
+	require.NoError(t, os.WriteFile(cfgFile, []byte(strings.Replace(reloadProducerConfig, "ACCT", "gie", 1)), 0o600))
+	s, err := New(Config{EndpointsFile: endpointsFile(t, 4), ConfigFile: cfgFile, GRPCAddr: "127.0.0.1:0", HealthAddr: "127.0.0.1:0"})
+	require.NoError(t, err)
+	defer s.closeListeners()
+	defer s.closeConfig()
+	first := s.gen.Load()
+	pool := first.flow.pool
+	cands := s.store.Snapshot().Routable()
+	require.Len(t, cands, 4)
+	st, ok := datastore.StatsKey.Get(cands[0])
+	require.True(t, ok)
+	st.Start(40) // the host accounts 40 tokens in flight on e0
+	sat, _ := pool.Saturation()
+	assert.InDelta(t, 40.0/400, sat, 1e-12, "gie: the host's token accounting")
+
+	require.NoError(t, os.WriteFile(cfgFile, []byte(strings.Replace(reloadProducerConfig, "ACCT", "llm-d", 1)), 0o600))
+	require.NoError(t, s.Reload())
+	second := s.gen.Load()
+	require.Same(t, first.loaded.Plugins["concurrency-detector"], second.loaded.Plugins["concurrency-detector"], "the detector is kept")
+	require.NotSame(t, first.loaded.Plugins["inflight-load-producer"], second.loaded.Plugins["inflight-load-producer"], "the producer is new")
+	sat, _ = pool.Saturation()
+	assert.Zero(t, sat, "llm-d: the new producer's own token counts (none yet), not the host's")
+
+	prod, ok := second.loaded.Plugins["inflight-load-producer"].(scheduling.PreRequest)
+	require.True(t, ok)
+	res := &scheduling.Result{PrimaryProfile: "default", ProfileResults: map[string]*scheduling.ProfileResult{"default": {Targets: []*scheduling.Endpoint{cands[1]}}}}
+	prod.PreRequest(context.Background(), &scheduling.Request{PromptTokens: 20}, res)
+	sat, _ = pool.Saturation()
+	assert.InDelta(t, 20.0/400, sat, 1e-12, "llm-d: the new producer's charge")
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -67,18 +68,108 @@ func TestFlowGateSlot(t *testing.T) {
 	assert.False(t, g.pool.Held())
 }
 
-// mustController builds a controller whose one band's fairness policy is
-// wrapped for g, as flowConfig does, with inner (nil: global strict).
-func mustController(t *testing.T, g *flowGate, pool flowcontrol.Pool, inner ...flowcontrol.FairnessPolicy) *flowcontrol.Controller {
+// mustController builds a controller with one band whose fairness policy
+// is inner (nil: global strict), as flowConfig does: the gate's slot is
+// claimed by the controller through pool's Holder.
+func mustController(t testing.TB, _ *flowGate, pool flowcontrol.Pool, inner ...flowcontrol.FairnessPolicy) *flowcontrol.Controller {
 	t.Helper()
 	var in flowcontrol.FairnessPolicy = flowcontrol.GlobalStrict{}
 	if len(inner) > 0 {
 		in = inner[0]
 	}
-	band := flowcontrol.BandConfig{Fairness: pickCounter{inner: in, g: g}}
+	band := flowcontrol.BandConfig{Fairness: in}
 	c, err := flowcontrol.New(flowcontrol.Config{Bands: []flowcontrol.BandConfig{band}, DefaultBand: band, PollInterval: 5 * time.Millisecond}, pool)
 	require.NoError(t, err)
 	return c
+}
+
+// strayPick is a fairness policy: global strict that records its band's
+// flow (record) or, once, returns the recorded flow of another band,
+// which the controller's selection skips (the flow is not the band's).
+type strayPick struct {
+	record bool
+	stray  *atomic.Pointer[flowcontrol.Flow]
+	done   *atomic.Bool
+}
+
+func (p strayPick) Pick(b *flowcontrol.Band) *flowcontrol.Flow {
+	f := flowcontrol.GlobalStrict{}.Pick(b)
+	if p.record {
+		if f != nil {
+			p.stray.Store(f)
+		}
+		return f
+	}
+	if s := p.stray.Load(); s != nil && s.Head() != nil && p.done.CompareAndSwap(false, true) {
+		return s
+	}
+	return f
+}
+
+// released waits for an Enqueue outcome.
+func released(t *testing.T, out <-chan flowcontrol.Outcome, within time.Duration, what string) {
+	t.Helper()
+	select {
+	case o := <-out:
+		require.Equal(t, flowcontrol.Dispatched, o, what)
+	case <-time.After(within):
+		t.Fatalf("%s: not released within %v", what, within)
+	}
+}
+
+// TestFlowGateSkippedPickHoldsNoSlot: a fairness policy returning a flow
+// the controller skips (another band's) claims no release slot; the
+// controller goes on to the next band and releases its head at once,
+// which then holds the slot. (With the claim in the policy's wrapper the
+// skipped flow's head held the slot unreleased for pickTimeout: every
+// band and the fast path waited 1 s.)
+func TestFlowGateSkippedPickHoldsNoSlot(t *testing.T) {
+	g, _ := newTestGate()
+	g.now = time.Now
+	var stray atomic.Pointer[flowcontrol.Flow]
+	var done atomic.Bool
+	hi := flowcontrol.BandConfig{Priority: 1, Fairness: strayPick{stray: &stray, done: &done}}
+	lo := flowcontrol.BandConfig{Priority: 0, Fairness: strayPick{record: true, stray: &stray, done: &done}}
+	c, err := flowcontrol.New(flowcontrol.Config{Bands: []flowcontrol.BandConfig{hi, lo}, DefaultBand: lo, PollInterval: 5 * time.Millisecond}, gatePool{g})
+	require.NoError(t, err)
+	g.c = c
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); c.Run(ctx) }()
+	defer wg.Wait()
+	defer cancel()
+	require.Eventually(t, func() bool { return c.Stats().Running }, 5*time.Second, time.Millisecond)
+
+	enqueue := func(id string, prio int) (*flowcontrol.Item, chan flowcontrol.Outcome) {
+		it := &flowcontrol.Item{RequestID: id, Flow: flowcontrol.FlowKey{ID: id[:2], Priority: prio}}
+		out := make(chan flowcontrol.Outcome, 1)
+		go func() { out <- c.Enqueue(ctx, it) }()
+		return it, out
+	}
+	x := &flowcontrol.Item{RequestID: "x"}
+	require.True(t, g.pool.Hold(x))
+	l1, out1 := enqueue("lo1", 0)
+	require.Eventually(t, func() bool { return c.Stats().Requests == 1 }, 5*time.Second, time.Millisecond)
+	l2, out2 := enqueue("lo2", 0)
+	require.Eventually(t, func() bool { return c.Stats().Requests == 2 }, 5*time.Second, time.Millisecond)
+	g.Started(x)
+	released(t, out1, 5*time.Second, "lo1")
+	require.Equal(t, l1, g.slot.Load(), "lo1 holds the slot")
+	require.NotNil(t, stray.Load(), "the low band's flow was recorded")
+
+	h, outH := enqueue("hi1", 1)
+	require.Eventually(t, func() bool { return c.Stats().Requests == 2 }, 5*time.Second, time.Millisecond)
+	// lo1 starts: the high band's policy returns the low band's flow
+	// (skipped); the low band releases lo2.
+	g.Started(l1)
+	released(t, out2, pickTimeout/3, "lo2 after the skipped pick")
+	assert.True(t, done.Load(), "the stray pick happened")
+	assert.Equal(t, l2, g.slot.Load(), "the released request holds the slot, not a skipped one")
+	g.Started(l2)
+	released(t, outH, 5*time.Second, "hi1")
+	g.Started(h)
+	assert.False(t, g.pool.Held())
 }
 
 // gatePool is a pool with room whose Holder is the gate's, as the
@@ -170,7 +261,7 @@ func TestFlowGateOneReleaseAtATime(t *testing.T) {
 	require.Eventually(t, func() bool { return g.c.Stats().Running }, 5*time.Second, time.Millisecond)
 
 	const workers, each = 8, 150
-	var outstanding, worst, released atomic.Int64
+	var outstanding, worst, released, holdless atomic.Int64
 	var wg sync.WaitGroup
 	for w := range workers {
 		wg.Add(1)
@@ -180,6 +271,9 @@ func TestFlowGateOneReleaseAtATime(t *testing.T) {
 				it := &flowcontrol.Item{RequestID: fmt.Sprintf("%d-%d", w, i), Flow: flowcontrol.FlowKey{ID: fmt.Sprint(w % 3)}}
 				o := g.c.Enqueue(ctx, it)
 				if o == flowcontrol.Dispatched {
+					if g.slot.Load() != it {
+						holdless.Add(1) // released without holding the slot
+					}
 					n := outstanding.Add(1)
 					for {
 						m := worst.Load()
@@ -188,6 +282,10 @@ func TestFlowGateOneReleaseAtATime(t *testing.T) {
 						}
 					}
 					released.Add(1)
+					// Keep the window open: another release now would
+					// be a second one pending.
+					runtime.Gosched()
+					time.Sleep(20 * time.Microsecond)
 					outstanding.Add(-1)
 				}
 				g.Started(it)
@@ -197,6 +295,7 @@ func TestFlowGateOneReleaseAtATime(t *testing.T) {
 	wg.Wait()
 	assert.Equal(t, int64(workers*each), released.Load(), "every request released")
 	assert.Equal(t, int64(1), worst.Load(), "at most one request released and not started at any time")
+	assert.Zero(t, holdless.Load(), "every released request holds the slot until it starts")
 	assert.False(t, g.pool.Held())
 }
 
@@ -275,4 +374,59 @@ func endpointsFile(tb testing.TB, n int) string {
 	path := filepath.Join(tb.TempDir(), "endpoints.yaml")
 	require.NoError(tb, os.WriteFile(path, []byte(eps.String()), 0o600))
 	return path
+}
+
+// plainDetector is a saturation detector without a pool view that records
+// the requests it is asked with.
+type plainDetector struct {
+	nilReqs, calls atomic.Int64
+}
+
+func (d *plainDetector) TypedName() scheduling.TypedName {
+	return scheduling.TypedName{Type: "plain-detector", Name: "plain-detector"}
+}
+func (d *plainDetector) Saturation(_ context.Context, req *scheduling.Request, _ []*scheduling.Endpoint) float64 {
+	d.calls.Add(1)
+	if req == nil {
+		d.nilReqs.Add(1)
+	}
+	return 0.25
+}
+
+// TestFlowPoolSaturationFallbackRequest: a detector without a pool view is
+// asked through its per-request contract: a non-nil request the
+// producers prepared (never nil, which SaturationDetector does not
+// allow).
+func TestFlowPoolSaturationFallbackRequest(t *testing.T) {
+	path := endpointsFile(t, 2)
+	s, err := New(Config{EndpointsFile: path, ConfigText: flowTestConfig, GRPCAddr: "127.0.0.1:0", HealthAddr: "127.0.0.1:0"})
+	require.NoError(t, err)
+	defer s.closeListeners()
+	defer s.closeConfig()
+
+	prod, det := &counting{}, &plainDetector{}
+	reg := plugins.InTree().MustRegister(scheduling.Registration{
+		Type: "counting-producer",
+		Factory: scheduling.Typed(func() scheduling.NoParams { return scheduling.NoParams{} },
+			func(string, scheduling.NoParams, scheduling.Handle) (*counting, error) { return prod, nil }),
+	}, scheduling.Registration{
+		Type: "plain-detector",
+		Factory: scheduling.Typed(func() scheduling.NoParams { return scheduling.NoParams{} },
+			func(string, scheduling.NoParams, scheduling.Handle) (*plainDetector, error) { return det, nil }),
+	})
+	text := strings.Replace(flowTestConfig, "plugins:\n", "plugins:\n- type: counting-producer\n- type: plain-detector\n", 1)
+	text = strings.Replace(text, "pluginRef: concurrency-detector", "pluginRef: plain-detector", 1)
+	loaded, err := config.Load([]byte(text), config.Options{Registry: reg, Registerer: prometheus.NewRegistry()})
+	require.NoError(t, err)
+	defer loaded.Close()
+	old := s.gen.Load()
+	s.gen.Store(&generation{loaded: loaded, runtime: old.runtime, flow: old.flow, flowCfg: old.flowCfg})
+	s.commitFlow(s.gen.Load())
+
+	sat, eps := old.flow.pool.Saturation()
+	assert.Equal(t, 2, eps)
+	assert.InDelta(t, 0.25, sat, 1e-12)
+	assert.Equal(t, int64(1), det.calls.Load())
+	assert.Zero(t, det.nilReqs.Load(), "the detector was asked with a nil request")
+	assert.Equal(t, int64(1), prod.n.Load(), "the fallback prepares the request")
 }

@@ -20,8 +20,13 @@
 // the detector by the host through UseInFlightLoad) and, before the host
 // has handed one, the host's own accounting on each endpoint
 // (scheduling.LoadKey), which is what the producer reads with its default
-// accounting. No producer runs and nothing is recorded; for the same state
-// the value equals Saturation's for a request the producers prepared.
+// accounting. No producer runs and nothing is recorded. Bound to the
+// producer (the server binds the configuration's whenever one serves, and
+// the loader always adds one) the value equals Saturation's for a request
+// that producer prepared. Unbound it is not Saturation's without a
+// producer (0: no in-flight view, every endpoint idle): it reads the
+// host's counts instead, so a dispatcher asking before the bind does not
+// see an idle pool and release the whole queue.
 //
 // This follows GIE v1.5's concurrency-detector (parameters, formulas, and a
 // filter that may remove every endpoint), which also reads the counts of
@@ -217,7 +222,9 @@ func (d *Detector) UseInFlightLoad(load scheduling.EndpointInFlightLoad) {
 // PoolSaturation implements scheduling.PoolSaturationDetector: Saturation
 // without a request, from the producer given by UseInFlightLoad or, before
 // one is given, from each endpoint's host accounting (scheduling.LoadKey;
-// an endpoint without one counts as idle). 1.0 for an empty candidate list.
+// an endpoint without one counts as idle), where Saturation without an
+// in-flight view gives 0 (see "The pool view"). 1.0 for an empty
+// candidate list.
 func (d *Detector) PoolSaturation(candidates []*scheduling.Endpoint) float64 {
 	if len(candidates) == 0 {
 		return 1

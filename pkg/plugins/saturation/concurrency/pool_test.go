@@ -60,8 +60,17 @@ func TestPoolSaturation(t *testing.T) {
 			if tt.bind {
 				d.UseInFlightLoad(newInflight(t, inflightload.DefaultParams()))
 			}
-			if got := d.PoolSaturation(tt.eps()); math.Abs(got-tt.want) > 1e-12 {
+			eps := tt.eps()
+			if got := d.PoolSaturation(eps); math.Abs(got-tt.want) > 1e-12 {
 				t.Errorf("PoolSaturation = %v, want %v", got, tt.want)
+			}
+			// The documented difference: unbound, Saturation without a
+			// producer's view sees every endpoint idle, the pool view the
+			// host's counts.
+			if !tt.bind && len(eps) > 0 {
+				if got := d.Saturation(t.Context(), nil, eps); got != 0 {
+					t.Errorf("Saturation without a view = %v, want 0", got)
+				}
 			}
 		})
 	}
