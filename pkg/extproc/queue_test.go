@@ -3,6 +3,8 @@ package extproc_test
 import (
 	"context"
 	"io"
+	"runtime"
+	rtmetrics "runtime/metrics"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -293,13 +295,21 @@ func TestQueueReleasesBodyBudget(t *testing.T) {
 		streams = append(streams, s)
 		require.Eventually(t, func() bool { return queued(g) == uint64(i+1) }, 5*time.Second, time.Millisecond, "request %d queued, not refused", i)
 	}
-	// What is counted is what a queued request holds: its body and the
-	// prompt parsed from it (a copy), plus a per-request overhead, not
-	// the body's length alone.
+	// What is counted is what a queued request holds: its body's
+	// capacity (one append may have grown it up to twice its length), its
+	// headers and a per-request overhead. The prompt, one unescaped
+	// string, is a sub-slice of the body and is not counted again
+	// (TestHeldBytesCountsCopiesOnce checks each case exactly).
 	bodyLen := len(`{"model":"m","prompt":"`) + 700 + 2
+	hdr := 0
+	for _, kv := range [][2]string{{":method", "POST"}, {":path", "/v1/completions"}, {":authority", "gw"}, {"x-request-id", "req-1"}, {"content-type", "application/json"}} {
+		hdr += len(kv[0]) + len(kv[1]) + 16
+	}
 	got := c.Stats().Bytes
-	assert.GreaterOrEqual(t, got, uint64(4*(bodyLen+700)), "flow control counts the bodies and their parsed prompts")
-	assert.LessOrEqual(t, got, uint64(4*(2*bodyLen+700+4<<10)), "no more than body capacity, prompt and overhead")
+	fixed := uint64(4 * (extproc.QueuedRequestOverhead + hdr))
+	assert.GreaterOrEqual(t, got, fixed+uint64(4*bodyLen), "flow control counts the bodies")
+	assert.Less(t, got, fixed+uint64(4*(2*bodyLen)), "a prompt that aliases the body is not counted twice")
+	t.Logf("counted %d B for 4 requests of %d B bodies (%d B each beyond the body's length)", got, bodyLen, (got-fixed)/4-uint64(bodyLen))
 	for _, s := range streams {
 		_ = s.CloseSend()
 	}
@@ -501,4 +511,48 @@ func BenchmarkRequestPathFlowControl(b *testing.B) {
 		}
 		i++
 	}
+}
+
+// TestQueuedRequestOverhead measures what a queued request costs the
+// process besides its request data: the heap (stream state, parsed
+// request, flow item, gRPC stream state) and goroutine stacks of N queued
+// streams, after a forced GC, over the same process with none. The client
+// ends of the streams live in this process too, so the figure is an upper
+// estimate of the EPP's share; queuedRequestOverhead must lie between the
+// EPP's plausible share (a quarter of it) and all of it.
+func TestQueuedRequestOverhead(t *testing.T) {
+	if testing.Short() {
+		t.Skip("measures memory")
+	}
+	h, g := flowHarness(t, flowcontrol.Config{}, &slotPool{endpoints: 1}, nil)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const n = 200
+	before := liveMemory()
+	streams := make([]extprocv3.ExternalProcessor_ProcessClient, 0, n)
+	for range n {
+		streams = append(streams, queuedStream(t, h, ctx))
+	}
+	require.Eventually(t, func() bool { return queued(g) == n }, 10*time.Second, time.Millisecond)
+	after := liveMemory()
+	per := (after - before) / n
+	data := int64(g.c.Stats().Bytes)/n - extproc.QueuedRequestOverhead
+	t.Logf("%d queued streams: %d B each (heap+stacks, both ends of the stream), request data counted %d B each, overhead constant %d B",
+		n, per, data, extproc.QueuedRequestOverhead)
+	assert.GreaterOrEqual(t, int64(extproc.QueuedRequestOverhead), (per-data)/4, "the overhead constant is not far below the measured cost")
+	assert.LessOrEqual(t, int64(extproc.QueuedRequestOverhead), per, "the overhead constant is not above the measured cost")
+	cancel()
+	for _, s := range streams {
+		_, _ = s.Recv()
+	}
+	runtime.KeepAlive(streams)
+}
+
+// liveMemory is the live heap plus goroutine stacks after a GC.
+func liveMemory() int64 {
+	runtime.GC()
+	runtime.GC()
+	s := []rtmetrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}, {Name: "/memory/classes/heap/stacks:bytes"}}
+	rtmetrics.Read(s)
+	return int64(s[0].Value.Uint64() + s[1].Value.Uint64())
 }
