@@ -110,8 +110,6 @@ func (st *stream) hold() (out []*extprocv3.ProcessingResponse, done bool) {
 		enq := st.s.now().Sub(start)
 		if queued {
 			enq = it.EnqueueTime().Sub(start)
-			// Queued raised the gauges: this request leaves them.
-			fr.FlowWaiting(it.Flow.ID, it.Flow.Priority, req.Model, req.TargetModel, int64(it.Bytes), -1)
 		}
 		fr.FlowDone(it.Flow.ID, it.Flow.Priority, req.Model, req.TargetModel, GIEOutcome(o, queued), max(enq, 0), st.s.now().Sub(start))
 	}
@@ -155,12 +153,22 @@ func (st *stream) hold() (out []*extprocv3.ProcessingResponse, done bool) {
 // queue's byte limits bound the body and what was parsed from it, so the
 // stream gives its share of the buffer budget back; a request dispatched
 // at once or refused keeps counting against the budget until the stream
-// lets its body go, as without flow control. The queue gauges are raised
-// here, not before Enqueue, so a refused request never shows in them.
-func (st *stream) Queued(it *flowcontrol.Item) {
-	st.release()
+// lets its body go, as without flow control.
+func (st *stream) Queued(*flowcontrol.Item) { st.release() }
+
+// Entered and Left keep the queue gauges (flowcontrol.QueueWatcher): the
+// controller calls them under its lock as the request's bytes start and
+// stop counting against its limits, so the gauges equal its own counts at
+// every instant (a refused request never shows in them). Only the flow's
+// cached gauge children are updated (atomic adds).
+func (st *stream) Entered(it *flowcontrol.Item) { st.flowGauges(it, 1) }
+
+// Left: see Entered.
+func (st *stream) Left(it *flowcontrol.Item) { st.flowGauges(it, -1) }
+
+func (st *stream) flowGauges(it *flowcontrol.Item, delta int) {
 	if fr := st.s.flowRec; fr != nil {
-		fr.FlowWaiting(it.Flow.ID, it.Flow.Priority, st.req.Model, st.req.TargetModel, int64(it.Bytes), 1)
+		fr.FlowWaiting(it.Flow.ID, it.Flow.Priority, st.req.Model, st.req.TargetModel, int64(it.Bytes), delta)
 	}
 }
 
@@ -217,6 +225,8 @@ func aliases(b, in []byte) bool {
 	s := uintptr(unsafe.Pointer(unsafe.SliceData(in)))
 	return p >= s && p < s+uintptr(cap(in))
 }
+
+var _ flowcontrol.QueueWatcher = (*stream)(nil)
 
 // flowStarted tells flow control, once, that the request it dispatched
 // was scheduled or refused.

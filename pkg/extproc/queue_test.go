@@ -382,25 +382,23 @@ func TestQueueObjectiveReload(t *testing.T) {
 	_ = late.CloseSend()
 }
 
-// flowRecording records the FlowWaiting calls and, at each, how many
-// requests the controller held.
+// flowRecording records the FlowWaiting calls. They are made under the
+// controller's lock (flowcontrol.QueueWatcher), so it must not call the
+// controller.
 type flowRecording struct {
 	*metrics.Metrics
-	c     atomic.Pointer[flowcontrol.Controller]
 	mu    sync.Mutex
 	calls []flowCall
 }
 
 type flowCall struct {
-	delta              int
-	bytes              int64
-	ctrlReqs, ctrlByte uint64
+	delta int
+	bytes int64
 }
 
 func (r *flowRecording) FlowWaiting(fid string, p int, model, target string, bytes int64, delta int) {
-	st := r.c.Load().Stats()
 	r.mu.Lock()
-	r.calls = append(r.calls, flowCall{delta, bytes, st.Requests, st.Bytes})
+	r.calls = append(r.calls, flowCall{delta, bytes})
 	r.mu.Unlock()
 	r.Metrics.FlowWaiting(fid, p, model, target, bytes, delta)
 }
@@ -413,8 +411,8 @@ func (r *flowRecording) snapshot() []flowCall {
 
 // TestQueueGaugesCountQueuedOnly: the queue gauges (GIE's queue_size and
 // queue_bytes) are raised only once a request is in the queue, with the
-// bytes the controller counts, so they never exceed the controller's own
-// count: a request refused as queue_full, or dispatched at once, never
+// bytes the controller counts, under its lock, so they equal the
+// controller's own count at every instant: a request refused as queue_full, or dispatched at once, never
 // shows in them; a queued one leaves them when it is dispatched.
 func TestQueueGaugesCountQueuedOnly(t *testing.T) {
 	reg := prometheus.NewRegistry()
@@ -423,7 +421,6 @@ func TestQueueGaugesCountQueuedOnly(t *testing.T) {
 	rec := &flowRecording{Metrics: m}
 	pool := &slotPool{endpoints: 1}
 	h, g := flowHarness(t, flowcontrol.Config{MaxRequests: 1}, pool, nil, func(o *extproc.Options) { o.Metrics = rec })
-	rec.c.Store(g.c)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 
@@ -431,8 +428,9 @@ func TestQueueGaugesCountQueuedOnly(t *testing.T) {
 	require.Eventually(t, func() bool { return len(rec.snapshot()) == 1 }, 5*time.Second, time.Millisecond)
 	c0 := rec.snapshot()[0]
 	assert.Equal(t, 1, c0.delta)
-	assert.Equal(t, uint64(1), c0.ctrlReqs, "raised after the controller counted the request")
-	assert.Equal(t, uint64(c0.bytes), c0.ctrlByte, "the gauge's bytes are the controller's")
+	st := g.c.Stats()
+	assert.Equal(t, uint64(1), st.Requests, "raised as the controller counted the request")
+	assert.Equal(t, uint64(c0.bytes), st.Bytes, "the gauge's bytes are the controller's")
 
 	out := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(`{"model":"m","prompt":"hi"}`, true)}, 1)
 	_, reason, _ := refusalOf(t, out[0])
@@ -448,7 +446,7 @@ func TestQueueGaugesCountQueuedOnly(t *testing.T) {
 		t.Fatal("not dispatched")
 	}
 	require.Eventually(t, func() bool { return len(rec.snapshot()) == 2 }, 5*time.Second, time.Millisecond)
-	assert.Equal(t, flowCall{-1, c0.bytes, 0, 0}, rec.snapshot()[1])
+	assert.Equal(t, flowCall{-1, c0.bytes}, rec.snapshot()[1])
 
 	pool.mu.Lock()
 	pool.open = true
