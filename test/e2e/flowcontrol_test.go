@@ -310,7 +310,8 @@ func TestFlowControlEndToEnd(t *testing.T) {
 	assert.Equal(t, float64(served), simServed, "the model servers served the burst and nothing else")
 
 	// Phase 2: large bodies, more than maxBytes of them at once (a queued
-	// one counts its body and its parsed prompt, ~32 KiB).
+	// one counts its body's capacity, 16-32 KiB, and the 16 KiB
+	// per-request overhead; its prompt aliases the body).
 	big := strings.Repeat("lorem ipsum dolor sit amet ", 600) // ~16 KiB
 	var bigReplies []flowReply
 	var bmu sync.Mutex
@@ -415,9 +416,10 @@ func gaugeSum(fams map[string]*dto.MetricFamily, name string) float64 {
 }
 
 // TestFlowControlMemoryBound: the EPP's memory stays bounded by
-// flowControl.maxBytes. 240 requests of 64 KiB prompts (each would hold
-// ~130 KiB queued: its body and the prompt parsed from it, ~31 MB in
-// all) arrive within ~1 s at a saturated pool whose queue is bounded at
+// flowControl.maxBytes. 240 requests of 64 KiB prompts (each is counted
+// as 80-144 KiB queued: its body's capacity and the 16 KiB per-request
+// overhead; the prompt, one unescaped string, aliases the body; ~16 MB of
+// bodies in all) arrive within ~1 s at a saturated pool whose queue is bounded at
 // 4 MiB: the controller never holds more than 4 MiB, the excess is
 // refused with 429 queue_full, every request is answered, and the EPP's
 // Go heap in use and its resident set (VmRSS) never grow past their
@@ -490,7 +492,7 @@ func TestFlowControlMemoryBound(t *testing.T) {
 		}()
 		// Requests arrive over ~1 s, not all in one instant: what a request
 		// holds while its body arrives and is parsed is bounded by the
-		// buffer budget (--max-buffered-bytes), not by flow control; paced,
+		// buffer budget (--max-buffered-request-bytes), not by flow control; paced,
 		// the EPP's growth is the queue's.
 		time.Sleep(4 * time.Millisecond)
 	}
