@@ -43,14 +43,18 @@ schedulingProfiles:
   - pluginRef: queue-scorer
   - pluginRef: max-score-picker
 flowControl:
-  maxBytes: 256Ki
+  maxBytes: 2Mi
   defaultRequestTTL: 25s
   defaultPriorityBand: {fairnessPolicyRef: rr}
   priorityBands:
   - {priority: 10, fairnessPolicyRef: rr}
 `
 
-const flowMaxBytes = 256 << 10
+const flowMaxBytes = 2 << 20
+
+// bigRequests large bodies of phase 2 are counted 3-5 MiB in all: more
+// than flowMaxBytes (phase 1's 80 small ones, ~17 KiB each, fit).
+const bigRequests = 100
 
 // scrapeFamilies reads the EPP's /metrics with labels.
 func scrapeFamilies(ctx context.Context, c *cluster) (map[string]*dto.MetricFamily, error) {
@@ -315,7 +319,7 @@ func TestFlowControlEndToEnd(t *testing.T) {
 	big := strings.Repeat("lorem ipsum dolor sit amet ", 600) // ~16 KiB
 	var bigReplies []flowReply
 	var bmu sync.Mutex
-	for i := range 30 {
+	for i := range bigRequests {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -330,7 +334,7 @@ func TestFlowControlEndToEnd(t *testing.T) {
 	wg.Wait()
 	stopSampling()
 	<-sampled
-	require.Len(t, bigReplies, 30)
+	require.Len(t, bigReplies, bigRequests)
 	var full int
 	for _, r := range bigReplies {
 		switch {
@@ -341,7 +345,7 @@ func TestFlowControlEndToEnd(t *testing.T) {
 			t.Errorf("%s: status %d reason %q", r.id, r.status, r.reason)
 		}
 	}
-	t.Logf("large bodies: %d of 30 refused queue_full; most bytes held %d, gauge %d (limit %d)", full, maxHeld.Load(), maxBytes.Load(), flowMaxBytes)
+	t.Logf("large bodies: %d of %d refused queue_full; most bytes held %d, gauge %d (limit %d)", full, bigRequests, maxHeld.Load(), maxBytes.Load(), flowMaxBytes)
 	assert.Positive(t, full, "the byte bound was reached")
 	assert.LessOrEqual(t, maxHeld.Load(), int64(flowMaxBytes), "the bytes flow control holds never exceed flowControl.maxBytes")
 	assert.Positive(t, maxHeld.Load(), "the controller's byte count was sampled")
