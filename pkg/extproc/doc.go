@@ -34,9 +34,11 @@
 //     saturated for a sheddable request, 503 no_endpoints, 503
 //     flow_control_stopped at shutdown. A client that disconnects while
 //     waiting (the stream's context ends) leaves the queue at once, is
-//     never scheduled and gets no answer. While it waits, its body counts
-//     against flow control's byte limits and no longer against the buffer
-//     budget below (which bounds bodies still arriving). Every request
+//     never scheduled and gets no answer. While it waits, its counted size
+//     (body capacity, prompt copies, headers and a per-request overhead)
+//     counts against flow control's byte limits; its body leaves the buffer
+//     budget below (which bounds bodies still arriving) only once it is
+//     queued, so one dispatched at once or refused keeps counting there. Every request
 //     completion notifies the FlowController (room may have appeared);
 //     FlowRecorder receives the flow-control metrics;
 //   - answers with the request-headers response (x-gateway-destination-endpoint

@@ -9,6 +9,7 @@ import (
 	"context"
 	"net/http"
 	"time"
+	"unsafe"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
@@ -109,8 +110,6 @@ func (st *stream) hold() (out []*extprocv3.ProcessingResponse, done bool) {
 		enq := st.s.now().Sub(start)
 		if queued {
 			enq = it.EnqueueTime().Sub(start)
-			// Queued raised the gauges: this request leaves them.
-			fr.FlowWaiting(it.Flow.ID, it.Flow.Priority, req.Model, req.TargetModel, int64(it.Bytes), -1)
 		}
 		fr.FlowDone(it.Flow.ID, it.Flow.Priority, req.Model, req.TargetModel, GIEOutcome(o, queued), max(enq, 0), st.s.now().Sub(start))
 	}
@@ -154,40 +153,80 @@ func (st *stream) hold() (out []*extprocv3.ProcessingResponse, done bool) {
 // queue's byte limits bound the body and what was parsed from it, so the
 // stream gives its share of the buffer budget back; a request dispatched
 // at once or refused keeps counting against the budget until the stream
-// lets its body go, as without flow control. The queue gauges are raised
-// here, not before Enqueue, so a refused request never shows in them.
-func (st *stream) Queued(it *flowcontrol.Item) {
-	st.release()
+// lets its body go, as without flow control.
+func (st *stream) Queued(*flowcontrol.Item) { st.release() }
+
+// Entered and Left keep the queue gauges (flowcontrol.QueueWatcher): the
+// controller calls them under its lock as the request's bytes start and
+// stop counting against its limits, so the gauges equal its own counts at
+// every instant (a refused request never shows in them). Only the flow's
+// cached gauge children are updated (atomic adds).
+func (st *stream) Entered(it *flowcontrol.Item) { st.flowGauges(it, 1) }
+
+// Left: see Entered.
+func (st *stream) Left(it *flowcontrol.Item) { st.flowGauges(it, -1) }
+
+func (st *stream) flowGauges(it *flowcontrol.Item, delta int) {
 	if fr := st.s.flowRec; fr != nil {
-		fr.FlowWaiting(it.Flow.ID, it.Flow.Priority, st.req.Model, st.req.TargetModel, int64(it.Bytes), 1)
+		fr.FlowWaiting(it.Flow.ID, it.Flow.Priority, st.req.Model, st.req.TargetModel, int64(it.Bytes), delta)
 	}
 }
 
-// queuedRequestOverhead is what a queued request holds besides its body,
-// prompt and headers: its stream state, parsed request and flow item (a
-// rough estimate; the e2e memory test's overhead factor covers the rest).
-const queuedRequestOverhead = 512
+// queuedRequestOverhead is what a queued request holds besides its
+// request data (body, prompt, headers): its stream state, parsed request,
+// flow item, gRPC stream state and the goroutine serving it, with its
+// stack. TestQueuedRequestOverhead measures heap+stacks per queued stream
+// with both of its ends in one process: about 32 KiB on linux/amd64
+// (37 KiB with -race); the EPP's end is about half of that.
+// flowControl.maxBytes counts request data plus this constant per queued
+// request, so it bounds the memory the queue makes the EPP hold only as
+// well as this estimate does.
+const queuedRequestOverhead = 16 << 10
 
 // heldBytes is what a request holds while flow control keeps it: the
-// buffered body (its capacity, which append may have doubled), the prompt
-// parsed from it (text and chat messages are copies) and its headers.
-// This, not the body's length alone as in GIE, is counted against
-// flowControl.maxBytes, so that bound is a bound on the memory the queue
-// makes the EPP hold.
+// buffered body (its capacity, which append may have doubled), what was
+// parsed from it and its headers. The prompt is counted only where it is
+// a copy: a completions/embeddings prompt that is one unescaped string is
+// a sub-slice of the body (pkg/requests, "Aliasing and copies"), already
+// counted; a chat rendering is one buffer plus one string copy of it that
+// backs every Message.Content. This, not the body's length alone as in
+// GIE, is counted against flowControl.maxBytes.
 func (st *stream) heldBytes() uint64 {
 	n := cap(st.body) + queuedRequestOverhead
 	if r := st.req; r != nil {
-		n += len(r.Prompt.Text) + len(r.Prompt.CacheSalt)
-		for i := range r.Prompt.Messages {
-			m := &r.Prompt.Messages[i]
-			n += len(m.Role) + len(m.Content) + 32
-		}
+		n += ownedBytes(&r.Prompt, st.body)
 	}
 	for k, v := range st.headers {
 		n += len(k) + len(v) + 16
 	}
 	return uint64(n)
 }
+
+// ownedBytes is what p holds beyond body: Text unless it aliases body,
+// the string copy of a chat rendering (every Content is a substring of
+// it), the Messages slice and CacheSalt.
+func ownedBytes(p *scheduling.Prompt, body []byte) int {
+	n := len(p.CacheSalt)
+	if !aliases(p.Text, body) {
+		n += cap(p.Text)
+	}
+	if len(p.Messages) > 0 {
+		n += len(p.Text) + cap(p.Messages)*int(unsafe.Sizeof(scheduling.Message{}))
+	}
+	return n
+}
+
+// aliases reports whether b points into the backing array of in.
+func aliases(b, in []byte) bool {
+	if cap(b) == 0 || cap(in) == 0 {
+		return false
+	}
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	s := uintptr(unsafe.Pointer(unsafe.SliceData(in)))
+	return p >= s && p < s+uintptr(cap(in))
+}
+
+var _ flowcontrol.QueueWatcher = (*stream)(nil)
 
 // flowStarted tells flow control, once, that the request it dispatched
 // was scheduled or refused.

@@ -460,6 +460,9 @@ func (c *Controller) admit(it *Item, now time.Time, ttl time.Duration) (Outcome,
 	c.requests++
 	c.bytes += it.Bytes
 	c.queued.Add(1)
+	if w, ok := it.Watcher.(QueueWatcher); ok {
+		w.Entered(it)
+	}
 	return Dispatched, true
 }
 
@@ -567,6 +570,9 @@ func (c *Controller) removeLocked(it *Item, o Outcome) {
 	c.requests--
 	c.bytes -= it.Bytes
 	c.queued.Add(-1)
+	if w, ok := it.Watcher.(QueueWatcher); ok {
+		w.Left(it)
+	}
 	it.flow = nil
 	it.state = stateFinal
 	it.outcome = o

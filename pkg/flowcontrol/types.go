@@ -63,6 +63,19 @@ type Watcher interface {
 	Queued(it *Item)
 }
 
+// QueueWatcher is a Watcher that also keeps counts of the queue (gauges):
+// when an item's Watcher implements it, Entered is called when the item is
+// admitted and Left when it leaves the queue (dispatched, expired,
+// cancelled or stopped), both under the Controller's lock, at the instant
+// the item's bytes start and stop counting against the limits, so a count
+// kept by them never differs from the Controller's. Both must be quick
+// (atomic adds) and must not call the Controller.
+type QueueWatcher interface {
+	Watcher
+	Entered(it *Item)
+	Left(it *Item)
+}
+
 type itemState uint8
 
 const (

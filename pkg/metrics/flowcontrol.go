@@ -63,12 +63,16 @@ type flowMetrics struct {
 }
 
 // pairLimiter admits at most max distinct (fairness_id, priority) label
-// pairs, both already bounded; like limiter it is lock-free and may
-// exceed max by the number of concurrent first sightings.
+// pairs, both already bounded. Like limiter, lookups are lock-free,
+// admission takes mu, and a pair's decision is fixed at its first
+// sighting (so a FlowWaiting +1 and its -1 land on the same series).
 type pairLimiter struct {
 	seen sync.Map // labelPair -> struct{}
 	n    atomic.Int64
 	max  int64
+	mu   sync.Mutex
+	// afterMiss, when set (tests only), runs after a first lookup misses.
+	afterMiss func()
 }
 
 type labelPair struct{ fid, priority string }
@@ -76,19 +80,32 @@ type labelPair struct{ fid, priority string }
 // bound returns the fairness_id to record with priority: fid itself while
 // the pair is admitted, OverflowLabelValue once the cap is spent.
 func (l *pairLimiter) bound(fid, priority string) string {
-	k := labelPair{fid, priority}
 	if fid == OverflowLabelValue {
 		return fid
 	}
+	k := labelPair{fid, priority}
+	if _, ok := l.seen.Load(k); ok {
+		return fid
+	}
+	if l.afterMiss != nil {
+		l.afterMiss()
+	}
+	if l.n.Load() >= l.max {
+		if _, ok := l.seen.Load(k); ok {
+			return fid
+		}
+		return OverflowLabelValue
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if _, ok := l.seen.Load(k); ok {
 		return fid
 	}
 	if l.n.Load() >= l.max {
 		return OverflowLabelValue
 	}
-	if _, loaded := l.seen.LoadOrStore(k, struct{}{}); !loaded {
-		l.n.Add(1)
-	}
+	l.seen.Store(labelPair{strings.Clone(fid), strings.Clone(priority)}, struct{}{})
+	l.n.Add(1)
 	return fid
 }
 
@@ -120,7 +137,7 @@ func registerFlowControl(r *registrar, llmd *prometheus.GaugeVec) *flowMetrics {
 		}, flowControlLabels)),
 		bytes: registerVec(r, NameFlowQueueBytes, prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: NameFlowQueueBytes,
-			Help: "Body bytes of the requests currently held by flow control, by flow.",
+			Help: "Bytes counted against flowControl.maxBytes (body capacity, parsed prompt copies, headers and a per-request overhead) of the requests currently queued by flow control, by flow.",
 		}, flowControlLabels)),
 		llmd:       llmd,
 		fairness:   newLimiter(MaxFairnessLabelValues),

@@ -36,15 +36,22 @@ const (
 	OverflowLabelValue = "other"
 )
 
-// limiter admits at most max distinct label values. It is lock-free: the
-// admitted set is a sync.Map whose value is the canonical (cloned,
-// sanitized) string, so a caller's buffer is never retained. Under a race
-// the cap may be exceeded by the number of concurrent first sightings, which
-// is harmless: the cap bounds growth, it does not ration.
+// limiter admits at most max distinct label values. Lookups are lock-free:
+// the admitted set is a sync.Map whose value is the canonical (cloned,
+// sanitized) string, so a caller's buffer is never retained. Admission
+// (the first sighting of a value while the cap is not spent) takes mu, so
+// the cap is exact and a value's label is fixed at its first sighting:
+// once the cap is spent nothing more is admitted, and a value admitted
+// concurrently with a caller's look at the cap is found by its second
+// look (a value is stored before n counts it). Denied values are not
+// stored and take no lock.
 type limiter struct {
-	seen sync.Map // raw or sanitized value -> canonical string
+	seen sync.Map // sanitized value -> canonical string
 	n    atomic.Int64
 	max  int64
+	mu   sync.Mutex
+	// afterMiss, when set (tests only), runs after a first lookup misses.
+	afterMiss func()
 }
 
 func newLimiter(max int) *limiter { return &limiter{max: int64(max)} }
@@ -59,21 +66,30 @@ func (l *limiter) bound(v string) string {
 	if c, ok := l.seen.Load(v); ok {
 		return c.(string)
 	}
+	if l.afterMiss != nil {
+		l.afterMiss()
+	}
 	s := sanitize(v)
-	if s != v {
+	if l.n.Load() >= l.max {
+		// Spent: v is admitted only if it was stored before the count
+		// that spent the cap, and then this look finds it.
 		if c, ok := l.seen.Load(s); ok {
 			return c.(string)
 		}
+		return OverflowLabelValue
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c, ok := l.seen.Load(s); ok {
+		return c.(string)
 	}
 	if l.n.Load() >= l.max {
 		return OverflowLabelValue
 	}
 	s = strings.Clone(s)
-	c, loaded := l.seen.LoadOrStore(s, s)
-	if !loaded {
-		l.n.Add(1)
-	}
-	return c.(string)
+	l.seen.Store(s, s)
+	l.n.Add(1)
+	return s
 }
 
 // sanitize makes v a valid Prometheus label value: invalid UTF-8 is

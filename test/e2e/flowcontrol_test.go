@@ -43,14 +43,18 @@ schedulingProfiles:
   - pluginRef: queue-scorer
   - pluginRef: max-score-picker
 flowControl:
-  maxBytes: 256Ki
+  maxBytes: 2Mi
   defaultRequestTTL: 25s
   defaultPriorityBand: {fairnessPolicyRef: rr}
   priorityBands:
   - {priority: 10, fairnessPolicyRef: rr}
 `
 
-const flowMaxBytes = 256 << 10
+const flowMaxBytes = 2 << 20
+
+// bigRequests large bodies of phase 2 are counted 3-5 MiB in all: more
+// than flowMaxBytes (phase 1's 80 small ones, ~17 KiB each, fit).
+const bigRequests = 100
 
 // scrapeFamilies reads the EPP's /metrics with labels.
 func scrapeFamilies(ctx context.Context, c *cluster) (map[string]*dto.MetricFamily, error) {
@@ -310,11 +314,12 @@ func TestFlowControlEndToEnd(t *testing.T) {
 	assert.Equal(t, float64(served), simServed, "the model servers served the burst and nothing else")
 
 	// Phase 2: large bodies, more than maxBytes of them at once (a queued
-	// one counts its body and its parsed prompt, ~32 KiB).
+	// one counts its body's capacity, 16-32 KiB, and the 16 KiB
+	// per-request overhead; its prompt aliases the body).
 	big := strings.Repeat("lorem ipsum dolor sit amet ", 600) // ~16 KiB
 	var bigReplies []flowReply
 	var bmu sync.Mutex
-	for i := range 30 {
+	for i := range bigRequests {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -329,7 +334,7 @@ func TestFlowControlEndToEnd(t *testing.T) {
 	wg.Wait()
 	stopSampling()
 	<-sampled
-	require.Len(t, bigReplies, 30)
+	require.Len(t, bigReplies, bigRequests)
 	var full int
 	for _, r := range bigReplies {
 		switch {
@@ -340,7 +345,7 @@ func TestFlowControlEndToEnd(t *testing.T) {
 			t.Errorf("%s: status %d reason %q", r.id, r.status, r.reason)
 		}
 	}
-	t.Logf("large bodies: %d of 30 refused queue_full; most bytes held %d, gauge %d (limit %d)", full, maxHeld.Load(), maxBytes.Load(), flowMaxBytes)
+	t.Logf("large bodies: %d of %d refused queue_full; most bytes held %d, gauge %d (limit %d)", full, bigRequests, maxHeld.Load(), maxBytes.Load(), flowMaxBytes)
 	assert.Positive(t, full, "the byte bound was reached")
 	assert.LessOrEqual(t, maxHeld.Load(), int64(flowMaxBytes), "the bytes flow control holds never exceed flowControl.maxBytes")
 	assert.Positive(t, maxHeld.Load(), "the controller's byte count was sampled")
@@ -415,9 +420,10 @@ func gaugeSum(fams map[string]*dto.MetricFamily, name string) float64 {
 }
 
 // TestFlowControlMemoryBound: the EPP's memory stays bounded by
-// flowControl.maxBytes. 240 requests of 64 KiB prompts (each would hold
-// ~130 KiB queued: its body and the prompt parsed from it, ~31 MB in
-// all) arrive within ~1 s at a saturated pool whose queue is bounded at
+// flowControl.maxBytes. 240 requests of 64 KiB prompts (each is counted
+// as 80-144 KiB queued: its body's capacity and the 16 KiB per-request
+// overhead; the prompt, one unescaped string, aliases the body; ~16 MB of
+// bodies in all) arrive within ~1 s at a saturated pool whose queue is bounded at
 // 4 MiB: the controller never holds more than 4 MiB, the excess is
 // refused with 429 queue_full, every request is answered, and the EPP's
 // Go heap in use and its resident set (VmRSS) never grow past their
@@ -490,7 +496,7 @@ func TestFlowControlMemoryBound(t *testing.T) {
 		}()
 		// Requests arrive over ~1 s, not all in one instant: what a request
 		// holds while its body arrives and is parsed is bounded by the
-		// buffer budget (--max-buffered-bytes), not by flow control; paced,
+		// buffer budget (--max-buffered-request-bytes), not by flow control; paced,
 		// the EPP's growth is the queue's.
 		time.Sleep(4 * time.Millisecond)
 	}
