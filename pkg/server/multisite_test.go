@@ -111,9 +111,11 @@ func TestMultisiteSignals(t *testing.T) {
 	_, ok := sn.Site("site-x")
 	assert.False(t, ok, "a site the topology does not hold")
 	assert.Equal(t, 2, s.SiteTopology().Len())
-	st, ok := s.SignalsStatus()
-	require.True(t, ok)
-	assert.Equal(t, "ok", string(st.LastResult))
+	// The poll's result is recorded just after its rows are published.
+	require.Eventually(t, func() bool {
+		st, ok := s.SignalsStatus()
+		return ok && string(st.LastResult) == "ok"
+	}, 5*time.Second, 10*time.Millisecond, "the last poll's result")
 
 	// Remote sites are not endpoints.
 	assert.Equal(t, 2, s.Store().Snapshot().Len())

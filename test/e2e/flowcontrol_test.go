@@ -360,7 +360,8 @@ func abs(x float64) float64 {
 	return x
 }
 
-// flowMemoryConfig: flow control bounded at 4 MiB, the pool saturated at
+// flowMemoryConfig: flow control bounded at maxBytes (the %s, a
+// Kubernetes quantity), the pool saturated at
 // two requests per endpoint.
 const flowMemoryConfig = `apiVersion: inference.networking.x-k8s.io/v1alpha1
 kind: EndpointPickerConfig
@@ -378,7 +379,7 @@ schedulingProfiles:
   - pluginRef: queue-scorer
   - pluginRef: max-score-picker
 flowControl:
-  maxBytes: 4Mi
+  maxBytes: %s
   defaultRequestTTL: 25s
 `
 
@@ -419,18 +420,23 @@ func gaugeSum(fams map[string]*dto.MetricFamily, name string) float64 {
 	return v
 }
 
-// TestFlowControlMemoryBound: the EPP's memory stays bounded by
-// flowControl.maxBytes. 240 requests of 64 KiB prompts (each is counted
-// as 80-144 KiB queued: its body's capacity and the 16 KiB per-request
-// overhead; the prompt, one unescaped string, aliases the body; ~16 MB of
-// bodies in all) arrive within ~1 s at a saturated pool whose queue is bounded at
-// 4 MiB: the controller never holds more than 4 MiB, the excess is
-// refused with 429 queue_full, every request is answered, and the EPP's
-// Go heap in use and its resident set (VmRSS) never grow past their
-// baseline by more than maxBytes × flowMemoryOverhead + flowMemorySlack.
-func TestFlowControlMemoryBound(t *testing.T) {
+// memoryRun is what one TestFlowControlMemoryBound load showed.
+type memoryRun struct {
+	ok, full, other                 int
+	peakQueued, peakHeld            int64
+	baseHeap, heapGrowth, rssGrowth int64
+}
+
+// runMemoryLoad starts a two-endpoint cluster whose queue is bounded at
+// maxBytes (a Kubernetes quantity), offers it flowMemoryRequests requests
+// of 64 KiB prompts paced over ~4 s, samples the EPP's heap in use, VmRSS
+// and queue every 50 ms, and, with drain false, cancels every request
+// still waiting once the last has arrived (so a control run with a large
+// bound does not wait for its whole queue to be served).
+func runMemoryLoad(t *testing.T, maxBytes string, drain bool) memoryRun {
+	t.Helper()
 	simArgs := []string{"--max-running", "2", "--time-scale", "1", "--decode-base", "20ms", "--prefill-per-token", "5us", "--max-model-len", "65536", "--kv-blocks", "16384"}
-	c := startClusterWith(t, 2, clusterOpts{config: flowMemoryConfig, simArgs: [][]string{simArgs, simArgs}})
+	c := startClusterWith(t, 2, clusterOpts{config: fmt.Sprintf(flowMemoryConfig, maxBytes), simArgs: [][]string{simArgs, simArgs}})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	pid := c.epp.cmd.Process.Pid
@@ -443,10 +449,11 @@ func TestFlowControlMemoryBound(t *testing.T) {
 	}
 	fams, err := scrapeFamilies(ctx, c)
 	require.NoError(t, err)
-	baseHeap := int64(gaugeSum(fams, "go_memstats_heap_inuse_bytes"))
+	var run memoryRun
+	run.baseHeap = int64(gaugeSum(fams, "go_memstats_heap_inuse_bytes"))
 	baseRSS, err := procStatusKiB(pid, "VmRSS")
 	require.NoError(t, err)
-	require.Positive(t, baseHeap)
+	require.Positive(t, run.baseHeap)
 
 	var peakHeap, peakRSS, peakHeld, peakQueued atomic.Int64
 	sampleCtx, stopSampling := context.WithCancel(ctx)
@@ -464,68 +471,113 @@ func TestFlowControlMemoryBound(t *testing.T) {
 				if n := int64(gaugeSum(fams, "inference_extension_flow_control_queue_size")); n > peakQueued.Load() {
 					peakQueued.Store(n)
 				}
-				for _, m := range fams["switchyard_flow_control_queue_utilization"].GetMetric() {
-					if labelValue(m, "limit") == "bytes" {
-						if held := int64(m.GetGauge().GetValue() * flowMemoryMaxBytes); held > peakHeld.Load() {
-							peakHeld.Store(held)
-						}
-					}
+				if b := int64(gaugeSum(fams, "inference_extension_flow_control_queue_bytes")); b > peakHeld.Load() {
+					peakHeld.Store(b)
 				}
 			}
-			time.Sleep(10 * time.Millisecond)
+			// Not faster: each scrape makes garbage in the EPP too.
+			time.Sleep(50 * time.Millisecond)
 		}
 	}()
 
 	prompt := strings.Repeat("memory bound ", 64<<10/13)
-	const n = 240
+	reqCtx, cancelRequests := context.WithCancel(ctx)
+	defer cancelRequests()
 	var (
 		wg      sync.WaitGroup
 		mu      sync.Mutex
 		replies []flowReply
 	)
-	for i := range n {
+	for i := range flowMemoryRequests {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			r, err := c.flowPost(ctx, fmt.Sprintf("mem-%03d", i), fmt.Sprintf("tenant-%d", i%4), "", prompt)
-			if assert.NoError(t, err) {
-				mu.Lock()
-				replies = append(replies, r)
-				mu.Unlock()
+			r, err := c.flowPost(reqCtx, fmt.Sprintf("mem-%04d", i), fmt.Sprintf("tenant-%d", i%4), "", prompt)
+			if err != nil {
+				if !drain && reqCtx.Err() != nil {
+					return // cancelled by the control run
+				}
+				assert.NoError(t, err)
+				return
 			}
+			mu.Lock()
+			replies = append(replies, r)
+			mu.Unlock()
 		}()
-		// Requests arrive over ~1 s, not all in one instant: what a request
+		// Requests arrive over ~4 s, not all in one instant: what a request
 		// holds while its body arrives and is parsed is bounded by the
-		// buffer budget (--max-buffered-request-bytes), not by flow control; paced,
-		// the EPP's growth is the queue's.
+		// buffer budget (--max-buffered-request-bytes), not by flow control;
+		// paced, the EPP's growth is the queue's.
 		time.Sleep(4 * time.Millisecond)
+	}
+	if !drain {
+		time.Sleep(500 * time.Millisecond) // the last arrivals queue
+		stopSampling()
+		<-sampled
+		cancelRequests()
 	}
 	wg.Wait()
 	stopSampling()
 	<-sampled
 
-	require.Len(t, replies, n, "every request answered")
-	var ok, full int
 	for _, r := range replies {
 		switch {
 		case r.status == http.StatusOK:
-			ok++
+			run.ok++
 		case r.status == http.StatusTooManyRequests && r.reason == "queue_full":
-			full++
+			run.full++
 		default:
-			t.Errorf("%s: status %d reason %q", r.id, r.status, r.reason)
+			run.other++
+			if drain {
+				t.Errorf("%s: status %d reason %q", r.id, r.status, r.reason)
+			}
 		}
 	}
-	heapGrowth := peakHeap.Load() - baseHeap
-	rssGrowth := (peakRSS.Load() - baseRSS) << 10
+	if drain {
+		require.Len(t, replies, flowMemoryRequests, "every request answered")
+	}
+	run.peakQueued, run.peakHeld = peakQueued.Load(), peakHeld.Load()
+	run.heapGrowth = peakHeap.Load() - run.baseHeap
+	run.rssGrowth = (peakRSS.Load() - baseRSS) << 10
+	return run
+}
+
+// flowMemoryRequests is the load of TestFlowControlMemoryBound: 1000
+// requests of 64 KiB prompts, ~80 MB counted (body capacity and the
+// 16 KiB per-request overhead each), over twice the bound the test
+// allows, so an EPP that held what it was offered could not pass.
+const flowMemoryRequests = 1000
+
+// TestFlowControlMemoryBound: the EPP's memory stays bounded by
+// flowControl.maxBytes. 1000 requests of 64 KiB prompts (each counted as
+// 80-144 KiB queued: its body's capacity and the 16 KiB per-request
+// overhead; the prompt, one unescaped string, aliases the body) arrive
+// over ~4 s at a saturated pool (4 requests in flight, ~13 served a
+// second) whose queue is bounded at 4 MiB: the queue never holds more
+// than 4 MiB, the excess is refused with 429 queue_full, every request is
+// answered, and the EPP's Go heap in use and its resident set (VmRSS)
+// never grow past their baseline by more than maxBytes ×
+// flowMemoryOverhead + flowMemorySlack (~37.7 MB). The control run offers
+// the same load with a 512 MiB bound, which keeps nearly every request
+// queued: its heap grows past that bound, so the bound is one the EPP
+// meets only because flow control enforces maxBytes.
+func TestFlowControlMemoryBound(t *testing.T) {
 	bound := int64(flowMemoryMaxBytes*flowMemoryOverhead + flowMemorySlack)
-	t.Logf("%d served, %d refused queue_full; peak queued %d, held %d B (limit %d); heap in use %d -> %d (+%d), VmRSS %d KiB -> %d KiB (+%d B); bound +%d B",
-		ok, full, peakQueued.Load(), peakHeld.Load(), flowMemoryMaxBytes, baseHeap, peakHeap.Load(), heapGrowth, baseRSS, peakRSS.Load(), rssGrowth, bound)
-	assert.Positive(t, full, "requests over the byte bound were refused")
-	assert.Positive(t, ok)
-	assert.Greater(t, peakQueued.Load(), int64(8), "the queue held many large requests")
-	assert.LessOrEqual(t, peakHeld.Load(), int64(flowMemoryMaxBytes), "flow control never holds more than maxBytes")
-	assert.Greater(t, peakHeld.Load(), int64(flowMemoryMaxBytes/2), "the queue came near its bound")
-	assert.LessOrEqual(t, heapGrowth, bound, "the EPP's heap stays within baseline + maxBytes × %d + slack", flowMemoryOverhead)
-	assert.LessOrEqual(t, rssGrowth, bound, "the EPP's resident set stays within baseline + maxBytes × %d + slack", flowMemoryOverhead)
+	run := runMemoryLoad(t, "4Mi", true)
+	t.Logf("bounded: %d served, %d refused queue_full; peak queued %d, held %d B (limit %d); heap in use %d (+%d), VmRSS +%d B; bound +%d B",
+		run.ok, run.full, run.peakQueued, run.peakHeld, flowMemoryMaxBytes, run.baseHeap, run.heapGrowth, run.rssGrowth, bound)
+	assert.Positive(t, run.full, "requests over the byte bound were refused")
+	assert.Positive(t, run.ok)
+	assert.Greater(t, run.peakQueued, int64(8), "the queue held many large requests")
+	assert.LessOrEqual(t, run.peakHeld, int64(flowMemoryMaxBytes), "GIE's queue_bytes gauge never passes maxBytes")
+	assert.Greater(t, run.peakHeld, int64(flowMemoryMaxBytes/2), "the queue came near its bound")
+	assert.LessOrEqual(t, run.heapGrowth, bound, "the EPP's heap stays within baseline + maxBytes × %d + slack", flowMemoryOverhead)
+	assert.LessOrEqual(t, run.rssGrowth, bound, "the EPP's resident set stays within baseline + maxBytes × %d + slack", flowMemoryOverhead)
+
+	control := runMemoryLoad(t, "512Mi", false)
+	t.Logf("control (512Mi): %d served, %d refused queue_full; peak queued %d, held %d B; heap in use %d (+%d), VmRSS +%d B",
+		control.ok, control.full, control.peakQueued, control.peakHeld, control.baseHeap, control.heapGrowth, control.rssGrowth)
+	assert.Zero(t, control.full, "the control's bound holds the whole load")
+	assert.Greater(t, control.peakHeld, bound, "the control queues more than the bound")
+	assert.Greater(t, control.heapGrowth, bound, "without the byte bound the same load takes the heap past the bound: the test can fail")
 }
