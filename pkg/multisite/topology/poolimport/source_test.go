@@ -89,7 +89,7 @@ func TestSourceOnAPIServer(t *testing.T) {
 	var rec recorder
 	src, err := poolimport.New(poolimport.Options{
 		Config: cfg, Namespace: ns, Name: "pool",
-		Set:    func(cl []string) { rec.set(cl); w.SetExporting(cl) },
+		Set:    func(cl []string) { w.SetExporting(cl); rec.set(cl) }, // the topology first: the test reads it once rec shows the set
 		Logger: testr.New(t),
 	})
 	require.NoError(t, err)
