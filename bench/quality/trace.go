@@ -3,8 +3,8 @@ package quality
 import (
 	"bufio"
 	"encoding/json"
-	"errors"
 	"fmt"
+	"github.com/switchyard-ai/switchyard/pkg/fielderr"
 	"io"
 	"strings"
 	"time"
@@ -52,10 +52,8 @@ type Request struct {
 
 // Validate reports every invalid field with its name.
 func (w Workload) Validate() error {
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
-	}
+	var errs fielderr.List[workloadSubject]
+	bad := errs.Add
 	if w.Name == "" {
 		bad("name", "must not be empty")
 	}
@@ -82,7 +80,7 @@ func (w Workload) Validate() error {
 			bad(fmt.Sprintf("steps[%d].duration", i), "must be > 0, got %s", s.Duration)
 		}
 	}
-	return errors.Join(errs...)
+	return errs.Err()
 }
 
 // StepStart returns the offset of step i from the start of the trace
@@ -194,3 +192,8 @@ func ReadTrace(in io.Reader) (Workload, []Request, error) {
 		reqs = append(reqs, r)
 	}
 }
+
+// workloadSubject names what a Workload.Validate error is about ("invalid workload: ...").
+type workloadSubject struct{}
+
+func (workloadSubject) Subject() string { return "workload" }

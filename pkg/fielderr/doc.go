@@ -14,6 +14,7 @@
 //
 // # Who imports it
 //
-// pkg/config and pkg/datastore (and through their aliases, their callers).
+// pkg/config and pkg/datastore (and through their aliases, their callers),
+// pkg/modelsim and bench/quality.
 // It imports only the standard library.
 package fielderr

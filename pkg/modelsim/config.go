@@ -1,8 +1,8 @@
 package modelsim
 
 import (
-	"errors"
 	"fmt"
+	"github.com/switchyard-ai/switchyard/pkg/fielderr"
 	"math"
 	"time"
 )
@@ -105,10 +105,8 @@ func DefaultConfig() Config {
 
 // Validate reports every invalid field, each error naming the field.
 func (c Config) Validate() error {
-	var errs []error
-	bad := func(field, format string, args ...any) {
-		errs = append(errs, fmt.Errorf("%s: %s", field, fmt.Sprintf(format, args...)))
-	}
+	var errs fielderr.List[configSubject]
+	bad := errs.Add
 	if c.Model == "" {
 		bad("Model", "must not be empty")
 	}
@@ -167,7 +165,7 @@ func (c Config) Validate() error {
 	} else if len(c.LoRAs) > 0 && c.MaxLoRAs < 1 {
 		bad("MaxLoRAs", "must be at least 1 when LoRAs are configured, got %d", c.MaxLoRAs)
 	}
-	return errors.Join(errs...)
+	return errs.Err()
 }
 
 // scale converts a simulated duration into the time the engine sleeps.
@@ -177,3 +175,8 @@ func (c Config) scale(d time.Duration) time.Duration {
 	}
 	return time.Duration(float64(d) * c.TimeScale)
 }
+
+// configSubject names what a Config.Validate error is about ("invalid modelsim config: ...").
+type configSubject struct{}
+
+func (configSubject) Subject() string { return "modelsim config" }
