@@ -13,6 +13,7 @@ import (
 	"os"
 	"runtime"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -162,9 +163,11 @@ func Num(v float64) string {
 }
 
 // Machine describes the machine the benchmarks ran on: CPU model, cores,
-// memory, kernel, Go version and the date.
+// memory, kernel, Go version, the date, and how busy the machine was (the
+// load averages and this process's nice value, since other work on a
+// 2-core machine shows in the numbers).
 func Machine() string {
-	model, mem, kernel := "unknown CPU", "", ""
+	model, mem, kernel, load := "unknown CPU", "", "", ""
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
 		sc := bufio.NewScanner(f)
 		for sc.Scan() {
@@ -190,5 +193,16 @@ func Machine() string {
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		kernel = ", Linux " + strings.TrimSpace(string(b))
 	}
-	return fmt.Sprintf("%s, %d cores%s%s, %s, %s", model, runtime.NumCPU(), mem, kernel, runtime.Version(), time.Now().UTC().Format("2006-01-02 15:04 MST"))
+	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
+		if f := strings.Fields(string(b)); len(f) >= 3 {
+			load = fmt.Sprintf(", load average %s/%s/%s (1/5/15 min)", f[0], f[1], f[2])
+		}
+	}
+	if prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0); err == nil {
+		// The raw value is 20 - nice on Linux.
+		if nice := 20 - prio; nice != 0 {
+			load += fmt.Sprintf(", run at nice %d", nice)
+		}
+	}
+	return fmt.Sprintf("%s, %d cores%s%s, %s, %s%s", model, runtime.NumCPU(), mem, kernel, runtime.Version(), time.Now().UTC().Format("2006-01-02 15:04 MST"), load)
 }
