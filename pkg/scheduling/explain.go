@@ -8,8 +8,8 @@ package scheduling
 
 import (
 	"math"
-	"sort"
 	"strconv"
+	"sync"
 )
 
 // PickReasonKey is where a picker (or the selection strategy it runs) may
@@ -47,10 +47,25 @@ type Explanation struct {
 
 	// Scratch of the run in progress: the endpoints left after the
 	// filters, their weighted totals and the raw scores (scorer-major).
-	cur    *ProfileRun
-	eps    []*Endpoint
-	totals []float64
-	raw    []float64
+	cur     *ProfileRun
+	eps     []*Endpoint
+	scratch *explainScratch
+}
+
+// explainScratch holds the totals and raw scores of a run in progress,
+// pooled: they are as long as the candidates times the scorers, and
+// only a bounded summary of them is kept.
+type explainScratch struct{ totals, raw []float64 }
+
+var scratchPool = sync.Pool{New: func() any { return &explainScratch{} }}
+
+// release gives the scratch back.
+func (x *Explanation) release() {
+	if x.scratch != nil {
+		scratchPool.Put(x.scratch)
+		x.scratch = nil
+	}
+	x.cur, x.eps = nil, nil
 }
 
 // ProfileRun is what one profile run did.
@@ -201,7 +216,10 @@ func (x *Explanation) startScoring(p *Profile, eps []*Endpoint) {
 		return
 	}
 	x.eps = eps
-	x.raw = growFloats(x.raw, len(p.scorers)*len(eps))
+	if x.scratch == nil {
+		x.scratch = scratchPool.Get().(*explainScratch)
+	}
+	x.scratch.raw = growFloats(x.scratch.raw, len(p.scorers)*len(eps))
 	x.cur.Scorers = make([]ScorerInfo, len(p.scorers))
 	for i, ws := range p.scorers {
 		x.cur.Scorers[i] = ScorerInfo{Scorer: ws.Scorer.TypedName().Name, Weight: ws.Weight}
@@ -213,7 +231,7 @@ func (x *Explanation) scoredBy(i int, scores []float64) {
 	if x.cur == nil {
 		return
 	}
-	copy(x.raw[i*len(scores):], scores)
+	copy(x.scratch.raw[i*len(scores):], scores)
 }
 
 // scoredAll records the weighted totals, before the picker may reorder
@@ -222,9 +240,9 @@ func (x *Explanation) scoredAll(scored []ScoredEndpoint) {
 	if x.cur == nil {
 		return
 	}
-	x.totals = growFloats(x.totals, len(scored))
+	x.scratch.totals = growFloats(x.scratch.totals, len(scored))
 	for i := range scored {
-		x.totals[i] = scored[i].Score
+		x.scratch.totals[i] = scored[i].Score
 	}
 }
 
@@ -234,7 +252,7 @@ func (x *Explanation) failed(err error) {
 		return
 	}
 	x.cur.Error = err.Error()
-	x.cur, x.eps = nil, nil
+	x.release()
 }
 
 // picked closes the run: the listed endpoints, the targets and who
@@ -244,17 +262,11 @@ func (x *Explanation) picked(p *Profile, req *Request, res *ProfileResult) {
 	if run == nil {
 		return
 	}
-	x.cur = nil
+	defer x.release()
 	eps := x.eps
-	x.eps = nil
 	n := len(eps)
-	order := make([]int, n)
-	for i := range order {
-		order[i] = i
-	}
-	totals := x.totals[:n]
-	sort.SliceStable(order, func(a, b int) bool { return greater(totals[order[a]], totals[order[b]]) })
-	keep := order[:min(n, x.max)]
+	totals := x.scratch.totals[:n]
+	keep := topIndexes(totals, x.max)
 	if res != nil && len(res.Targets) > 0 {
 		chosen := -1
 		for i, e := range eps {
@@ -268,7 +280,7 @@ func (x *Explanation) picked(p *Profile, req *Request, res *ProfileResult) {
 			listed = listed || i == chosen
 		}
 		if chosen >= 0 && !listed {
-			keep = append(keep[:len(keep):len(keep)], chosen)
+			keep = append(keep, chosen)
 		}
 		run.Targets = make([]string, len(res.Targets))
 		for i, e := range res.Targets {
@@ -285,7 +297,7 @@ func (x *Explanation) picked(p *Profile, req *Request, res *ProfileResult) {
 		if len(p.scorers) > 0 {
 			es.Scores = pairs[k*len(p.scorers) : (k+1)*len(p.scorers) : (k+1)*len(p.scorers)]
 			for s, ws := range p.scorers {
-				raw := x.raw[s*n+i]
+				raw := x.scratch.raw[s*n+i]
 				es.Scores[s] = ScorePair{Raw: Score(raw), Weighted: clampScore(raw) * ws.Weight}
 			}
 		}
@@ -297,6 +309,30 @@ func (x *Explanation) picked(p *Profile, req *Request, res *ProfileResult) {
 	if why, ok := PickReasonKey.Get(req); ok {
 		run.Reason = why
 	}
+}
+
+// topIndexes returns the indexes of the k highest totals, highest first,
+// ties in index order: an insertion into a list of k, O(n·k) for the
+// small k of an explanation, with no sort of all n.
+func topIndexes(totals []float64, k int) []int {
+	top := make([]int, 0, min(k, len(totals))+1)
+	for i, t := range totals {
+		if len(top) == k && !greater(t, totals[top[k-1]]) {
+			continue
+		}
+		j := len(top)
+		if j < k {
+			top = append(top, i)
+		} else {
+			j = k - 1
+		}
+		for j > 0 && greater(t, totals[top[j-1]]) {
+			top[j] = top[j-1]
+			j--
+		}
+		top[j] = i
+	}
+	return top
 }
 
 // greater orders totals highest first, NaN last.
