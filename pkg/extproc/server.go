@@ -197,6 +197,9 @@ type Options struct {
 	// (nothing is scheduled locally), and saturation shedding is left to
 	// the stage's shedding rule. nil: single site, as before.
 	Sites *sitestage.Stage
+	// Decisions records decisions and emits endpoint scores (decisions.go,
+	// issue 16); the zero value does neither.
+	Decisions DecisionOptions
 	// Now is the clock of the request metrics; nil means time.Now. The body
 	// deadline always runs on the real clock.
 	Now func() time.Time
