@@ -129,7 +129,7 @@ type Options struct {
 	Objective func(name string) (priority int, ok bool)
 	// Metrics records request metrics; nil records nothing.
 	Metrics Recorder
-	// Logger logs decisions: V(2) refusals, V(3) one line per request, V(4)
+	// Logger logs decisions: V(0)/V(1) refusals (one line each), V(3) one line per request, V(4)
 	// protocol detail.
 	Logger logr.Logger
 	// MaxRequestBodyBytes bounds the buffered request body (413 above);
