@@ -177,6 +177,11 @@ func ShareExplanation(dst, src *Request) {
 	}
 }
 
+// Explaining reports whether req is explained (Explain): a picker that
+// records PickReasonKey checks it first, so that an unexplained request
+// pays nothing.
+func Explaining(req *Request) bool { return req.explanation() != nil }
+
 // explanation returns the request's Explanation, nil for none.
 func (r *Request) explanation() *Explanation {
 	if r == nil {
