@@ -12,6 +12,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/require"
 
+	configfiles "github.com/switchyard-ai/switchyard/config"
 	"github.com/switchyard-ai/switchyard/pkg/decisions"
 	"github.com/switchyard-ai/switchyard/pkg/extproc"
 	"github.com/switchyard-ai/switchyard/pkg/flowcontrol"
@@ -196,6 +197,38 @@ func TestRefusalLoggedOnce(t *testing.T) {
 			require.Len(t, recs, 1)
 			require.Equal(t, &decisions.Refusal{Status: tt.status, Reason: tt.reason, Message: recs[0].Refusal.Message}, recs[0].Refusal)
 			require.NotEmpty(t, recs[0].Refusal.Message)
+		})
+	}
+}
+
+// BenchmarkRequestPathDecisions is BenchmarkRequestPath with decisions
+// off (the default of the library), recorded into a ring, and recorded
+// with the scores emitted: what --decision-buffer-size and
+// --emit-endpoint-scores cost per request.
+func BenchmarkRequestPathDecisions(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		opts extproc.DecisionOptions
+	}{
+		{"off", extproc.DecisionOptions{}},
+		{"recorded", extproc.DecisionOptions{Ring: decisions.New(decisions.DefaultSize)}},
+		{"recorded+emitted", extproc.DecisionOptions{Ring: decisions.New(decisions.DefaultSize), EmitEndpointScores: true}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			h := start(b, string(configfiles.Default), benchPods(100), func(o *extproc.Options) { o.Decisions = c.opts })
+			msgs := make([][]*extprocv3.ProcessingRequest, 64)
+			for i := range msgs {
+				msgs[i] = benchMessages(i)
+			}
+			ctx := context.Background()
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if err := oneRequest(ctx, h.client, msgs[i%len(msgs)]); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
 		})
 	}
 }
