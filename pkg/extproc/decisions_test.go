@@ -16,6 +16,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/decisions"
 	"github.com/switchyard-ai/switchyard/pkg/extproc"
 	"github.com/switchyard-ai/switchyard/pkg/flowcontrol"
+	"github.com/switchyard-ai/switchyard/pkg/multisite/sitestate"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
 
@@ -231,4 +232,38 @@ func BenchmarkRequestPathDecisions(b *testing.B) {
 			}
 		})
 	}
+}
+
+// With multi-site, the record carries the site stage's decision: a local
+// pick with its tier, path and reason and the scheduled profile runs, a
+// remote pick with the gateway and no run.
+func TestDecisionRecordsTheSiteStage(t *testing.T) {
+	holder := &sitestate.Holder{}
+	holder.Store(&sitestate.Snapshot{Sites: []sitestate.Site{site("here", true, "")}, AnyModel: true})
+	ring := decisions.New(8)
+	h := start(t, queueConfig, threePods(), withSites(t, holder), func(o *extproc.Options) { o.Decisions.Ring = ring })
+	h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions", "x-request-id", "local-1"), body(siteBody, true)}, 2)
+	recs := ring.Snapshot(decisions.Filter{RequestID: "local-1"})
+	require.Len(t, recs, 1)
+	s := recs[0].Site
+	require.NotNil(t, s)
+	require.True(t, s.Local)
+	require.Equal(t, "here", s.Site)
+	require.Equal(t, "here-cluster", s.Cluster)
+	require.NotEmpty(t, s.Tier)
+	require.NotEmpty(t, s.Reason)
+	require.Len(t, recs[0].Profiles, 1)
+	require.NotEmpty(t, recs[0].Targets)
+
+	local := site("here", true, "")
+	local.Ready = false
+	holder.Store(&sitestate.Snapshot{Sites: []sitestate.Site{local, site("there", false, "127.0.0.2:9000")}, AnyModel: true})
+	h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions", "x-request-id", "remote-1"), body(siteBody, true)}, 2)
+	recs = ring.Snapshot(decisions.Filter{RequestID: "remote-1"})
+	require.Len(t, recs, 1)
+	require.Equal(t, &decisions.Site{Site: "there", Cluster: "there-cluster", Gateway: "127.0.0.2:9000",
+		Tier: recs[0].Site.Tier, Path: recs[0].Site.Path, Reason: recs[0].Site.Reason}, recs[0].Site)
+	require.NotEmpty(t, recs[0].Site.Reason)
+	require.Empty(t, recs[0].Profiles)
+	require.Empty(t, recs[0].Targets)
 }
