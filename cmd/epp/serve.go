@@ -22,7 +22,10 @@ import (
 	ctrlmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	"github.com/switchyard-ai/switchyard/pkg/datastore"
+	"github.com/switchyard-ai/switchyard/pkg/decisions"
+	"github.com/switchyard-ai/switchyard/pkg/extproc"
 	"github.com/switchyard-ai/switchyard/pkg/plugins/datalayer/metricssource"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 	"github.com/switchyard-ai/switchyard/pkg/server"
 )
 
@@ -42,6 +45,8 @@ type serveFlags struct {
 	requestBodyTimeout                time.Duration
 	conformanceHeaders                bool
 	metricsAuth, pprof                bool
+	decisionBuffer, decisionEndpoints int
+	emitScores                        bool
 	poolName, poolNamespace, poolGrp  string
 	endpointSelector                  string
 	endpointTargetPorts               portList
@@ -83,6 +88,9 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.metricsAuth, "metrics-endpoint-auth", true, "Kubernetes mode: the metrics port (/metrics, /debug/*) requires a bearer token allowed by a TokenReview and a SubjectAccessReview (GET on the path); not enforced in standalone mode, which has no API server (see --metrics-token-file)")
 	fs.StringVar(&f.metricsTokenFile, "metrics-token-file", "", "file holding a bearer token that every request to the metrics port must carry (Authorization: Bearer ...); watched for rotation (a file that becomes unreadable or invalid keeps the last good token: revoke by writing a new one). Turns on /debug/endpoints. For standalone mode, or Kubernetes mode with --metrics-endpoint-auth=false")
 	fs.StringVar(&f.adminTokenFile, "admin-token-file", "", "file holding a bearer token that turns on the admin API (/admin/backends, /admin/stats/backends, /admin/backends/{name}/engine-stats, /admin/prefix-routing/stats on the metrics port) and that its requests must carry (Authorization: Bearer ...); watched for rotation. Without it the admin API is served only in Kubernetes mode behind --metrics-endpoint-auth, and answers 404 otherwise")
+	fs.IntVar(&f.decisionBuffer, "decision-buffer-size", d.DecisionBufferSize, "how many recent routing decisions /debug/decisions keeps on the metrics port (each bounded in size; needs --metrics-token-file or --metrics-endpoint-auth to be served); 0 records none")
+	fs.IntVar(&f.decisionEndpoints, "decision-max-endpoints", scheduling.DefaultExplainEndpoints, "how many endpoints a recorded decision lists per filter and per profile run (the highest weighted totals, plus the chosen one; the rest are counted as truncated)")
+	fs.BoolVar(&f.emitScores, "emit-endpoint-scores", false, "put the primary profile's per-endpoint weighted scores into the ext_proc response's dynamic metadata (envoy.lb / "+extproc.EndpointScoresKey+"), at most --decision-max-endpoints of them")
 	fs.BoolVar(&f.pprof, "enable-pprof", d.EnablePprof, "serve /debug/pprof/ on the metrics port (GIE's default is true; Switchyard's is false); needs --metrics-token-file or --metrics-endpoint-auth")
 	fs.UintVar(&f.grpcMaxStreams, "grpc-max-concurrent-streams", uint(d.GRPCMaxConcurrentStreams), "most ext_proc streams (HTTP requests) one gRPC connection carries at a time; a proxy opens more connections beyond")
 	fs.DurationVar(&f.grpcMaxConnIdle, "grpc-max-connection-idle", d.GRPCMaxConnectionIdle, "close (GOAWAY) an ext_proc connection that carried no stream for this long; 0: never")
@@ -180,6 +188,12 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 	}
 	if f.configFile != "" && f.configText != "" {
 		errs = append(errs, "--config-file and --config-text are mutually exclusive")
+	}
+	if f.decisionBuffer < 0 || f.decisionBuffer > decisions.MaxSize {
+		errs = append(errs, fmt.Sprintf("--decision-buffer-size: must be in [0, %d], got %d", decisions.MaxSize, f.decisionBuffer))
+	}
+	if f.decisionEndpoints < 1 || f.decisionEndpoints > 1024 {
+		errs = append(errs, fmt.Sprintf("--decision-max-endpoints: must be in [1, 1024], got %d", f.decisionEndpoints))
 	}
 	kubeMode := kubeModeFlags(f)
 	switch {
@@ -293,6 +307,9 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 		EnableCertReload:                 f.certReload,
 		HealthChecking:                   f.healthChecking,
 		EnablePprof:                      f.pprof,
+		DecisionBufferSize:               f.decisionBuffer,
+		DecisionEndpoints:                f.decisionEndpoints,
+		EmitEndpointScores:               f.emitScores,
 		ConfigFile:                       f.configFile,
 		ConfigText:                       f.configText,
 		EndpointsFile:                    f.endpointsFile,

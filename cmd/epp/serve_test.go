@@ -38,6 +38,8 @@ func TestServeFlagErrors(t *testing.T) {
 		{"unknown flag", []string{"--no-such-flag"}, "flag provided but not defined: -no-such-flag"},
 		{"bind address with port", []string{"--endpoints-file", "e.yaml", "--metrics-bind-address", "127.0.0.1:9090"}, `--metrics-bind-address: "127.0.0.1:9090" is not an IP address`},
 		{"bind address host name", []string{"--endpoints-file", "e.yaml", "--grpc-bind-address", "example.com"}, `--grpc-bind-address: "example.com" is not an IP address`},
+		{"negative decision buffer", []string{"--endpoints-file", "e.yaml", "--decision-buffer-size", "-1"}, "--decision-buffer-size: must be in [0, 1048576], got -1"},
+		{"decision endpoints zero", []string{"--endpoints-file", "e.yaml", "--decision-max-endpoints", "0"}, "--decision-max-endpoints: must be in [1, 1024], got 0"},
 		{"pprof without auth", []string{"--endpoints-file", "e.yaml", "--enable-pprof"}, "--enable-pprof exposes heap, goroutine and CPU profiles and the command line: it needs --metrics-token-file"},
 		{"token and API auth", []string{"--pool-name", "p", "--metrics-token-file", "t", "--kubeconfig", "testdata/kubeconfig.yaml"}, "--metrics-token-file and --metrics-endpoint-auth both guard the metrics port"},
 		{"zero streams", []string{"--endpoints-file", "e.yaml", "--grpc-max-concurrent-streams", "0"}, "--grpc-max-concurrent-streams: must be 1..4294967295, got 0"},

@@ -90,7 +90,14 @@
 // request does not arrive in time, 413 for a body above the limit, 429
 // when shed, 503 when nothing is routable or the buffer budget is used up,
 // 500 only for a bug. See errors.go (and queue.go for flow control's) for
-// the closed set of reasons.
+// the closed set of reasons. Each refusal is logged once, in refuse: V(1)
+// for 4xx and 429, V(0) for 503, an error for other 5xx.
+//
+// With Options.Decisions (decisions.go), every routed or refused request
+// leaves one pkg/decisions Record: the scheduling explanation of its
+// profile runs, the site stage's decision, its targets or refusal; and
+// EmitEndpointScores puts the primary run's totals into the headers
+// response's dynamic metadata (EndpointScoresKey).
 //
 // # Bounds
 //

@@ -158,6 +158,7 @@ func (st *stream) schedule(req *scheduling.Request, cands []*scheduling.Endpoint
 			break
 		}
 		next := fallbackRequest(req, model)
+		scheduling.ShareExplanation(next, req)
 		res, err = st.rt.Scheduler.Process(st.ctx, next, cands)
 		if err == nil {
 			st.s.opts.FallbackMetrics.inc(trigger, 0)

@@ -56,6 +56,7 @@ func (st *stream) route(end bodyEnd) ([]*extprocv3.ProcessingResponse, bool) {
 		}
 	}
 	st.req = req
+	st.explainStart(req)
 	st.s.m.RequestReceived(req.Model, req.TargetModel, req.Priority)
 	st.s.m.RequestSize(req.Model, req.TargetModel, len(st.body))
 
@@ -123,6 +124,7 @@ func (st *stream) route(end bodyEnd) ([]*extprocv3.ProcessingResponse, bool) {
 	st.s.m.RunningRequests(req.Model, 1)
 	st.phase = phaseForwarded
 	st.forwardedAt = st.s.now()
+	st.recordRouted(res)
 	if st.log.V(3).Enabled() {
 		st.log.V(3).Info("Routed", "model", req.Model, "targetModel", req.TargetModel, "endpoints", joinTargets(st.targets),
 			"candidates", len(cands), "profile", res.PrimaryProfile, "bodyBytes", len(st.body))
@@ -223,6 +225,6 @@ func (st *stream) headersResponse(bodyLen int) *extprocv3.ProcessingResponse {
 				},
 			},
 		},
-		DynamicMetadata: destinationMetadata(dest),
+		DynamicMetadata: st.scoresMetadata(destinationMetadata(dest)),
 	}
 }

@@ -129,7 +129,7 @@ type Options struct {
 	Objective func(name string) (priority int, ok bool)
 	// Metrics records request metrics; nil records nothing.
 	Metrics Recorder
-	// Logger logs decisions: V(2) refusals, V(3) one line per request, V(4)
+	// Logger logs decisions: V(0)/V(1) refusals (one line each), V(3) one line per request, V(4)
 	// protocol detail.
 	Logger logr.Logger
 	// MaxRequestBodyBytes bounds the buffered request body (413 above);
@@ -197,6 +197,9 @@ type Options struct {
 	// (nothing is scheduled locally), and saturation shedding is left to
 	// the stage's shedding rule. nil: single site, as before.
 	Sites *sitestage.Stage
+	// Decisions records decisions and emits endpoint scores (decisions.go,
+	// issue 16); the zero value does neither.
+	Decisions DecisionOptions
 	// Now is the clock of the request metrics; nil means time.Now. The body
 	// deadline always runs on the real clock.
 	Now func() time.Time

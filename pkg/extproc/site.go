@@ -78,6 +78,7 @@ func (st *stream) siteStep(req *scheduling.Request) (*refusal, bool) {
 		req.SkipSaturationShedding = true
 		d = stage.Decide(req.TargetModel, req.Prompt.Text)
 	}
+	st.explainSite(&d)
 	if d.Refusal != nil {
 		return fromScheduling(d.Refusal), false
 	}
@@ -122,6 +123,7 @@ func (st *stream) routeRemote(end bodyEnd) ([]*extprocv3.ProcessingResponse, boo
 	body := st.body
 	st.phase = phaseForwarded
 	st.forwardedAt = st.s.now()
+	st.recordRouted(nil)
 	if st.log.V(3).Enabled() {
 		st.log.V(3).Info("Routed to another site", "model", st.parsed.Model, "site", st.site.site, "cluster", st.site.cluster,
 			"gateway", st.site.remote, "bodyBytes", len(body))

@@ -77,7 +77,8 @@ type stream struct {
 
 	rx receiver // receives for Process until the request is complete
 
-	site siteRoute // the site step's choice (site.go), with Options.Sites
+	site siteRoute     // the site step's choice (site.go), with Options.Sites
+	dec  decisionState // the decision's record (decisions.go)
 	// flowItem is the request's place in flow control (Runtime.Flow);
 	// flow is the controller until Started was called.
 	flowItem flowcontrol.Item
@@ -165,10 +166,13 @@ func (st *stream) refuse(r *refusal) ([]*extprocv3.ProcessingResponse, bool) {
 	model, target := st.parsed.Model, st.targetModel()
 	st.s.m.RequestError(model, target, errorCode(r.status))
 	st.s.m.Refusal(r.reason)
-	if r.status >= 500 && r.status != http.StatusServiceUnavailable {
-		st.log.Error(errors.New(r.message), "Request failed", "status", r.status, "reason", r.reason)
+	st.recordRefusal(r)
+	// One line per refusal (refusalLogLevel); the logger carries the
+	// request id once the headers were read.
+	if level, isErr := refusalLogLevel(r.status); isErr {
+		st.log.Error(errors.New(r.message), "Request failed", "status", r.status, "reason", r.reason, "model", model)
 	} else {
-		st.log.V(2).Info("Request refused", "status", r.status, "reason", r.reason, "message", r.message, "model", model)
+		st.log.V(level).Info("Request refused", "status", r.status, "reason", r.reason, "message", r.message, "model", model)
 	}
 	return []*extprocv3.ProcessingResponse{r.immediate()}, true
 }

@@ -94,8 +94,15 @@ func (p *Profile) Run(ctx context.Context, req *Request, candidates []*Endpoint)
 		StrictDominanceKey.Delete(req)
 		DecidedByKey.Delete(req)
 	}
-	scored, err := p.score(ctx, req, candidates, buf)
+	x := req.explanation()
+	if x != nil {
+		x.begin(p, req, len(candidates))
+	}
+	scored, err := p.score(ctx, req, candidates, buf, x)
 	if err != nil {
+		if x != nil {
+			x.failed(err)
+		}
 		return nil, err
 	}
 	start := time.Now()
@@ -106,6 +113,9 @@ func (p *Profile) Run(ctx context.Context, req *Request, candidates []*Endpoint)
 		res = p.picker.Pick(ctx, req, scored)
 	}
 	p.pickerObs.Observe(time.Since(start).Seconds())
+	if x != nil {
+		x.picked(p, req, res)
+	}
 	clear(scored) // drop endpoint references held by the pool
 	if res == nil || len(res.Targets) == 0 {
 		return nil, fmt.Errorf("profile %q: picker %s chose nothing: %w", p.name, p.picker.TypedName(), ErrNoEndpoints)
@@ -118,15 +128,16 @@ func (p *Profile) Run(ctx context.Context, req *Request, candidates []*Endpoint)
 // a decision (debug endpoints, tests); the request path uses Run.
 func (p *Profile) Scores(ctx context.Context, req *Request, candidates []*Endpoint) ([]ScoredEndpoint, error) {
 	buf := &runBuffers{}
-	scored, err := p.score(ctx, req, candidates, buf)
+	scored, err := p.score(ctx, req, candidates, buf, nil)
 	if err != nil {
 		return nil, err
 	}
 	return append([]ScoredEndpoint(nil), scored...), nil
 }
 
-// score filters and scores into buf and returns the scored slice.
-func (p *Profile) score(ctx context.Context, req *Request, candidates []*Endpoint, buf *runBuffers) ([]ScoredEndpoint, error) {
+// score filters and scores into buf and returns the scored slice; x, when
+// not nil, records each step.
+func (p *Profile) score(ctx context.Context, req *Request, candidates []*Endpoint, buf *runBuffers, x *Explanation) ([]ScoredEndpoint, error) {
 	eps := candidates
 	if len(eps) == 0 {
 		return nil, fmt.Errorf("profile %q: %w", p.name, ErrNoEndpoints)
@@ -135,6 +146,9 @@ func (p *Profile) score(ctx context.Context, req *Request, candidates []*Endpoin
 		start := time.Now()
 		eps = f.Filter(ctx, req, eps)
 		p.filterObs[i].Observe(time.Since(start).Seconds())
+		if x != nil {
+			x.filtered(f, eps)
+		}
 		if len(eps) == 0 {
 			return nil, fmt.Errorf("profile %q: filter %s left no endpoints: %w", p.name, f.TypedName(), ErrNoEndpoints)
 		}
@@ -149,11 +163,17 @@ func (p *Profile) score(ctx context.Context, req *Request, candidates []*Endpoin
 	for i, e := range eps {
 		scored[i] = ScoredEndpoint{Endpoint: e}
 	}
+	if x != nil {
+		x.startScoring(p, eps)
+	}
 	for i, ws := range p.scorers {
 		clear(scores)
 		start := time.Now()
 		ws.Scorer.Score(ctx, req, eps, scores)
 		p.scorerObs[i].Observe(time.Since(start).Seconds())
+		if x != nil {
+			x.scoredBy(i, scores)
+		}
 		for j, s := range scores {
 			// NaN fails both comparisons and counts as 0.
 			if !(s > 0) {
@@ -164,6 +184,9 @@ func (p *Profile) score(ctx context.Context, req *Request, candidates []*Endpoin
 			}
 			scored[j].Score += s * ws.Weight
 		}
+	}
+	if x != nil {
+		x.scoredAll(scored)
 	}
 	return scored, nil
 }

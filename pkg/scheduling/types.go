@@ -202,6 +202,8 @@ type Request struct {
 
 	mu    sync.Mutex
 	state map[string]any
+	// explain, when set (Explain), records the request's profile runs.
+	explain *Explanation
 
 	// lifecycle orders PreRequest and ResponseComplete for this request
 	// (see Scheduler.PreRequest); pending holds a completion that arrived

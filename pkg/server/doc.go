@@ -107,7 +107,8 @@
 // arrive. The metrics port serves /metrics, and /debug/endpoints,
 // /debug/sites (the site topology, the poller's last result, every
 // site's latest rows and each remote gateway's probe state;
-// {"enabled": false} without the multi-site source)
+// {"enabled": false} without the multi-site source), /debug/decisions
+// (the recent decisions, pkg/decisions; Config.DecisionBufferSize)
 // and /debug/pprof/ (Config.EnablePprof) only behind authentication:
 // Config.MetricsFilter (Kubernetes mode's --metrics-endpoint-auth) or
 // Config.MetricsTokenFile (a static bearer token, watched); without either

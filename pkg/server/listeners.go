@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/keepalive"
 	"google.golang.org/grpc/status"
 
+	"github.com/switchyard-ai/switchyard/pkg/decisions"
 	"github.com/switchyard-ai/switchyard/pkg/server/health"
 	"github.com/switchyard-ai/switchyard/pkg/tlsutil"
 	"github.com/switchyard-ai/switchyard/pkg/tokenauth"
@@ -54,7 +55,7 @@ const (
 
 // debugOffMessage answers /debug/ paths when the metrics port has no
 // authentication.
-const debugOffMessage = "Not Found: the debug endpoints (/debug/endpoints, /debug/sites, /debug/pprof/) need authentication on the metrics port: " +
+const debugOffMessage = "Not Found: the debug endpoints (/debug/endpoints, /debug/sites, /debug/decisions, /debug/pprof/) need authentication on the metrics port: " +
 	"--metrics-token-file, or --metrics-endpoint-auth in Kubernetes mode\n"
 
 func (s *Server) listen() error {
@@ -187,6 +188,7 @@ func (s *Server) metricsHandler() (http.Handler, error) {
 	}
 	mux.HandleFunc("/debug/endpoints", s.serveEndpoints)
 	mux.HandleFunc("/debug/sites", s.serveSites)
+	mux.Handle("/debug/decisions", decisions.Handler(s.decisions))
 	if s.cfg.EnablePprof {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
 		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)

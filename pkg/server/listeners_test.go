@@ -44,7 +44,7 @@ func TestMetricsPortDefaultsHideDebug(t *testing.T) {
 	s, _ := run(t, cfg)
 	code, _ := get(t, s, "/metrics", "")
 	require.Equal(t, http.StatusOK, code)
-	for _, p := range []string{"/debug/endpoints", "/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/cmdline", "/debug/pprof/goroutine?debug=2"} {
+	for _, p := range []string{"/debug/endpoints", "/debug/decisions", "/debug/pprof/", "/debug/pprof/heap", "/debug/pprof/cmdline", "/debug/pprof/goroutine?debug=2"} {
 		code, body := get(t, s, p, "")
 		require.Equal(t, http.StatusNotFound, code, p)
 		require.Contains(t, body, "--metrics-token-file", p)
@@ -57,8 +57,8 @@ func TestMetricsPortToken(t *testing.T) {
 	const token = "a-test-token-of-32-bytes-0123456"
 	file := filepath.Join(t.TempDir(), "token")
 	require.NoError(t, os.WriteFile(file, []byte(token+"\n"), 0o600))
-	s, _ := run(t, Config{EndpointsFile: sims(t, 2), MetricsTokenFile: file, EnablePprof: true})
-	for _, p := range []string{"/metrics", "/debug/endpoints", "/debug/pprof/", "/debug/pprof/cmdline"} {
+	s, _ := run(t, Config{EndpointsFile: sims(t, 2), MetricsTokenFile: file, EnablePprof: true, DecisionBufferSize: 16})
+	for _, p := range []string{"/metrics", "/debug/endpoints", "/debug/decisions", "/debug/pprof/", "/debug/pprof/cmdline"} {
 		code, _ := get(t, s, p, "")
 		require.Equal(t, http.StatusUnauthorized, code, p)
 		code, _ = get(t, s, p, "wrong-token-wrong-token-wrong-tok")
@@ -70,11 +70,18 @@ func TestMetricsPortToken(t *testing.T) {
 	var st PoolState
 	require.NoError(t, json.Unmarshal([]byte(body), &st))
 	require.Len(t, st.Endpoints, 2)
+	code, body := get(t, s, "/debug/decisions?limit=17", token)
+	require.Equal(t, http.StatusBadRequest, code)
+	require.Contains(t, body, "query parameter limit: must be an integer in [1, 16]")
 
 	// Without --enable-pprof, pprof is not there even with the token.
 	s2, _ := run(t, Config{EndpointsFile: sims(t, 1), MetricsTokenFile: file})
-	code, _ := get(t, s2, "/debug/pprof/", token)
+	code, _ = get(t, s2, "/debug/pprof/", token)
 	require.Equal(t, http.StatusNotFound, code)
+	// Recording off (size 0): /debug/decisions says how to turn it on.
+	code, body = get(t, s2, "/debug/decisions", token)
+	require.Equal(t, http.StatusNotFound, code)
+	require.Contains(t, body, "--decision-buffer-size")
 	code, _ = get(t, s2, "/debug/endpoints", token)
 	require.Equal(t, http.StatusOK, code)
 }

@@ -29,6 +29,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/datastore"
 	"github.com/switchyard-ai/switchyard/pkg/datastore/endpointsfile"
 	"github.com/switchyard-ai/switchyard/pkg/datastore/scrape"
+	"github.com/switchyard-ai/switchyard/pkg/decisions"
 	"github.com/switchyard-ai/switchyard/pkg/extproc"
 	"github.com/switchyard-ai/switchyard/pkg/flowcontrol"
 	"github.com/switchyard-ai/switchyard/pkg/internal/filewatch"
@@ -66,6 +67,18 @@ type Config struct {
 	// default; GIE's is on). It needs MetricsFilter or MetricsTokenFile:
 	// profiles and the command line are not for everyone.
 	EnablePprof bool
+	// DecisionBufferSize is how many recent decisions /debug/decisions
+	// keeps (--decision-buffer-size); 0 records none. At most
+	// decisions.MaxSize.
+	DecisionBufferSize int
+	// DecisionEndpoints bounds the endpoints a decision lists per filter
+	// and per profile run (--decision-max-endpoints); 0 means
+	// scheduling.DefaultExplainEndpoints.
+	DecisionEndpoints int
+	// EmitEndpointScores puts the primary profile's per-endpoint scores
+	// into the headers response's dynamic metadata
+	// (--emit-endpoint-scores, extproc.EndpointScoresKey).
+	EmitEndpointScores bool
 	// ConfigFile is watched and hot-reloaded; ConfigText is static; with
 	// neither the embedded default configuration is used.
 	ConfigFile string
@@ -213,8 +226,13 @@ func Defaults() Config {
 		ScrapeTimeout:                    time.Second,
 		MaxRequestBodyBytes:              extproc.DefaultMaxRequestBodyBytes,
 		ShutdownGrace:                    30 * time.Second,
+		DecisionBufferSize:               decisions.DefaultSize,
 	}
 }
+
+// maxDecisionEndpoints bounds --decision-max-endpoints: what one decision
+// may list per step, so its record stays small.
+const maxDecisionEndpoints = 1024
 
 // EndpointSource keeps the datastore's endpoint set: it replaces the
 // endpoints as its source changes and marks the store synced once it has
@@ -251,17 +269,19 @@ type generation struct {
 
 // Server is a running endpoint picker.
 type Server struct {
-	cfg      Config
-	log      logr.Logger
-	reg      *prometheus.Registry
-	metrics  *metrics.Metrics
-	store    *datastore.Store
-	scraper  *scrape.Scraper
-	source   EndpointSource
-	ext      *extproc.Server
-	runners  *runners // the serving configuration's background plugins
-	gen      atomic.Pointer[generation]
-	reloadMu sync.Mutex // serializes reloads
+	cfg Config
+	log logr.Logger
+	// decisions keeps the recent decisions (nil: off).
+	decisions *decisions.Ring
+	reg       *prometheus.Registry
+	metrics   *metrics.Metrics
+	store     *datastore.Store
+	scraper   *scrape.Scraper
+	source    EndpointSource
+	ext       *extproc.Server
+	runners   *runners // the serving configuration's background plugins
+	gen       atomic.Pointer[generation]
+	reloadMu  sync.Mutex // serializes reloads
 
 	grpcLis, healthLis, metricsLis net.Listener
 	grpcSrv, healthSrv             *grpc.Server
@@ -306,6 +326,12 @@ func New(cfg Config) (*Server, error) {
 	if cfg.PoolName == "" {
 		cfg.PoolName = d.PoolName
 	}
+	if cfg.DecisionBufferSize < 0 || cfg.DecisionBufferSize > decisions.MaxSize {
+		return nil, fmt.Errorf("--decision-buffer-size: must be in [0, %d], got %d", decisions.MaxSize, cfg.DecisionBufferSize)
+	}
+	if cfg.DecisionEndpoints < 0 || cfg.DecisionEndpoints > maxDecisionEndpoints {
+		return nil, fmt.Errorf("--decision-max-endpoints: must be in [0, %d], got %d", maxDecisionEndpoints, cfg.DecisionEndpoints)
+	}
 	if cfg.ConfigFile != "" && cfg.ConfigText != "" {
 		return nil, errors.New("--config-file and --config-text are mutually exclusive")
 	}
@@ -315,7 +341,7 @@ func New(cfg Config) (*Server, error) {
 	case cfg.EndpointsFile != "" && cfg.Source != nil:
 		return nil, errors.New("two endpoint sources: --endpoints-file and Kubernetes mode are mutually exclusive")
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, reg: cfg.Registry}
+	s := &Server{cfg: cfg, log: cfg.Logger, reg: cfg.Registry, decisions: decisions.New(cfg.DecisionBufferSize)}
 	if s.log.GetSink() == nil {
 		s.log = logr.Discard()
 	}
@@ -398,6 +424,8 @@ func New(cfg Config) (*Server, error) {
 		ConformanceTestHeaders: cfg.ConformanceTestHeaders,
 		DisableSubsetFilter:    cfg.DisableSubsetFilter,
 		Sites:                  s.siteStage(),
+		Decisions: extproc.DecisionOptions{Ring: s.decisions, EmitEndpointScores: cfg.EmitEndpointScores,
+			MaxEndpoints: cfg.DecisionEndpoints},
 	})
 	if err != nil {
 		return nil, err

@@ -227,7 +227,9 @@ func (a *Admitter) Admit(_ context.Context, req *scheduling.Request, candidates 
 	if !a.closed.Load() {
 		a.refusals.Inc()
 	}
-	if l := a.log.V(2); l.Enabled() {
+	// V(4): the refusal's one line at its own verbosity is extproc's
+	// (a fallback chain may still serve the request).
+	if l := a.log.V(4); l.Enabled() {
 		id := ""
 		if req != nil {
 			id = req.ID

@@ -483,6 +483,9 @@ func (p *Picker) record(reason int, res *scheduling.ProfileResult, req *scheduli
 		s.c[reason].Store(c)
 	}
 	(*c).Inc()
+	if scheduling.Explaining(req) {
+		scheduling.PickReasonKey.Set(req, Reasons()[reason])
+	}
 	if l := p.log.V(4); l.Enabled() {
 		id := ""
 		if req != nil {

@@ -290,7 +290,13 @@ func TestC20_Outcomes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			pk, base := setup(t, reg, logr.Discard(), nil)
-			res := pk.Pick(t.Context(), nil, tt.scored)
+			// An explained request (/debug/decisions) gets the reason.
+			req := &scheduling.Request{ID: "r"}
+			scheduling.Explain(req, scheduling.ExplainLimits{})
+			res := pk.Pick(t.Context(), req, tt.scored)
+			if why, _ := scheduling.PickReasonKey.Get(req); why != tt.wantReason {
+				t.Errorf("PickReasonKey = %q, want %q", why, tt.wantReason)
+			}
 			if len(res.Targets) != 1 {
 				t.Fatalf("targets = %v", schedulingtest.Names(res.Targets))
 			}

@@ -1,0 +1,87 @@
+package decisions
+
+import (
+	"sort"
+	"sync/atomic"
+)
+
+// DefaultSize is the default number of records (--decision-buffer-size).
+const DefaultSize = 1024
+
+// MaxSize bounds --decision-buffer-size.
+const MaxSize = 1 << 20
+
+// Ring is a fixed number of the latest Records. A nil *Ring records
+// nothing, so callers need no check. Safe for concurrent use.
+type Ring struct {
+	slots []atomic.Pointer[Record]
+	next  atomic.Uint64
+}
+
+// New returns a Ring of size records, nil (off) when size is 0. A size
+// below 0 or above MaxSize is an error of the caller (the flag is
+// validated), and is clamped here.
+func New(size int) *Ring {
+	if size <= 0 {
+		return nil
+	}
+	return &Ring{slots: make([]atomic.Pointer[Record], min(size, MaxSize))}
+}
+
+// Size returns the number of records the ring keeps (0 for nil).
+func (r *Ring) Size() int {
+	if r == nil {
+		return 0
+	}
+	return len(r.slots)
+}
+
+// Added returns how many records were ever added.
+func (r *Ring) Added() uint64 {
+	if r == nil {
+		return 0
+	}
+	return r.next.Load()
+}
+
+// Add publishes rec, which must not be changed afterwards, replacing the
+// oldest record once the ring is full. It sets rec.Seq.
+func (r *Ring) Add(rec *Record) {
+	if r == nil || rec == nil {
+		return
+	}
+	seq := r.next.Add(1) - 1
+	rec.Seq = seq
+	r.slots[seq%uint64(len(r.slots))].Store(rec)
+}
+
+// Filter selects records; empty fields match everything.
+type Filter struct {
+	// RequestID matches the record's request id.
+	RequestID string
+	// Model matches the client's, the target or the fallback model.
+	Model string
+	// Endpoint matches a chosen endpoint's name or host:port.
+	Endpoint string
+	// Limit bounds the records returned, newest first; 0 means all.
+	Limit int
+}
+
+// Snapshot returns the records that pass f, newest first. The records are
+// shared: read them, never change them.
+func (r *Ring) Snapshot(f Filter) []*Record {
+	if r == nil {
+		return nil
+	}
+	out := make([]*Record, 0, min(len(r.slots), 64))
+	for i := range r.slots {
+		if rec := r.slots[i].Load(); rec != nil && rec.matches(&f) {
+			out = append(out, rec)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq > out[j].Seq })
+	if f.Limit > 0 && len(out) > f.Limit {
+		out = out[:f.Limit]
+	}
+	return out
+}

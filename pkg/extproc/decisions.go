@@ -1,0 +1,171 @@
+package extproc
+
+// Explaining decisions (issue 16): with Options.Decisions.Ring set, every
+// request the stream routes or refuses leaves one decisions.Record (the
+// scheduling explanation of its profile runs, the site stage's decision,
+// the chosen endpoints or the refusal); with EmitEndpointScores, the
+// scores of the primary profile's run go into the dynamic metadata of
+// the headers response. With both off, a stream does nothing here but
+// two nil checks.
+
+import (
+	"google.golang.org/protobuf/types/known/structpb"
+
+	"github.com/switchyard-ai/switchyard/pkg/decisions"
+	"github.com/switchyard-ai/switchyard/pkg/multisite/sitestage"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+)
+
+// EndpointScoresKey is the dynamic-metadata key, in LBNamespace, of the
+// per-endpoint scores (--emit-endpoint-scores): a struct from each listed
+// endpoint's host:port to its weighted total in the primary profile's
+// run (at most DecisionOptions.MaxEndpoints endpoints with the highest
+// totals, and the chosen one). The name sits beside DestinationHeader,
+// whose value it explains, and follows the scores-map shape proposed for
+// the EPP protocol; llm-d's router, read for this, emits no such key.
+const EndpointScoresKey = "x-gateway-destination-endpoint-scores"
+
+// DecisionOptions configure the recording of decisions.
+type DecisionOptions struct {
+	// Ring receives one Record per routed or refused request; nil records
+	// nothing (--decision-buffer-size 0).
+	Ring *decisions.Ring
+	// EmitEndpointScores puts the scores of the primary profile's run into
+	// the headers response's dynamic metadata (EndpointScoresKey).
+	EmitEndpointScores bool
+	// MaxEndpoints bounds the endpoints listed per filter step and per run
+	// (scheduling.ExplainLimits); 0 means scheduling.DefaultExplainEndpoints.
+	MaxEndpoints int
+}
+
+func (o *DecisionOptions) on() bool { return o.Ring != nil || o.EmitEndpointScores }
+
+// decisionState is a stream's part of its decision.
+type decisionState struct {
+	x    *scheduling.Explanation
+	site *decisions.Site
+	// primary is the primary run of a routed request (for the emitted
+	// scores); done is set once the record is written.
+	primary *scheduling.ProfileRun
+	done    bool
+	cuts    int // strings of site cut to their caps
+}
+
+// explainStart attaches an explanation to the request about to be
+// scheduled.
+func (st *stream) explainStart(req *scheduling.Request) {
+	if o := &st.s.opts.Decisions; o.on() {
+		st.dec.x = scheduling.Explain(req, scheduling.ExplainLimits{MaxEndpoints: o.MaxEndpoints})
+	}
+}
+
+// explainSite keeps the site stage's decision.
+func (st *stream) explainSite(d *sitestage.Decision) {
+	if st.s.opts.Decisions.Ring == nil || d.Refusal != nil {
+		return
+	}
+	s := &decisions.Site{Local: d.Local, Tier: d.Tier.String(), Path: d.Path, Reason: d.Reason}
+	for _, f := range []struct {
+		dst *string
+		src string
+	}{{&s.Site, d.Site}, {&s.Cluster, d.Cluster}, {&s.Gateway, d.Gateway}} {
+		var cut bool
+		if *f.dst, cut = decisions.Cut(f.src, decisions.MaxTextBytes); cut {
+			st.dec.cuts++
+		}
+	}
+	st.dec.site = s
+}
+
+// newRecord starts the record of the stream's request.
+func (st *stream) newRecord() *decisions.Record {
+	r := &decisions.Record{Time: st.s.now(), Site: st.dec.site, Truncated: st.dec.cuts}
+	var cut bool
+	count := func() {
+		if cut {
+			r.Truncated++
+		}
+	}
+	r.RequestID, cut = decisions.Cut(st.reqID, decisions.MaxIDBytes)
+	count()
+	r.Model, cut = decisions.Cut(st.parsed.Model, decisions.MaxModelBytes)
+	count()
+	r.TargetModel, cut = decisions.Cut(st.targetModel(), decisions.MaxModelBytes)
+	count()
+	r.FallbackModel, cut = decisions.Cut(st.fallbackModel, decisions.MaxModelBytes)
+	count()
+	if x := st.dec.x; x != nil {
+		r.Profiles, r.DroppedRuns = x.Runs, x.DroppedRuns
+	}
+	return r
+}
+
+// recordRouted writes the record of a request routed to res's targets,
+// or to a remote site (res nil).
+func (st *stream) recordRouted(res *scheduling.Result) {
+	if res != nil && st.dec.x != nil {
+		st.dec.primary = st.dec.x.Primary(res.PrimaryProfile)
+	}
+	ring := st.s.opts.Decisions.Ring
+	if ring == nil || st.dec.done {
+		return
+	}
+	st.dec.done = true
+	r := st.newRecord()
+	if res != nil {
+		r.PrimaryProfile = res.PrimaryProfile
+	}
+	if len(st.targets) > 0 {
+		r.Endpoint = st.targets[0].Name()
+		r.Targets = make([]string, len(st.targets))
+		for i, e := range st.targets {
+			r.Targets[i] = e.HostPort()
+		}
+	}
+	ring.Add(r)
+}
+
+// recordRefusal writes the record of a refused request.
+func (st *stream) recordRefusal(rf *refusal) {
+	ring := st.s.opts.Decisions.Ring
+	if ring == nil || st.dec.done {
+		return
+	}
+	st.dec.done = true
+	r := st.newRecord()
+	msg, cut := decisions.Cut(rf.message, decisions.MaxTextBytes)
+	if cut {
+		r.Truncated++
+	}
+	r.Refusal = &decisions.Refusal{Status: rf.status, Reason: rf.reason, Message: msg}
+	ring.Add(r)
+}
+
+// scoresMetadata adds the primary run's scores to md
+// (--emit-endpoint-scores).
+func (st *stream) scoresMetadata(md *structpb.Struct) *structpb.Struct {
+	run := st.dec.primary
+	if !st.s.opts.Decisions.EmitEndpointScores || run == nil || len(run.Endpoints) == 0 {
+		return md
+	}
+	scores := make(map[string]*structpb.Value, len(run.Endpoints))
+	for _, e := range run.Endpoints {
+		scores[e.Address] = structpb.NewNumberValue(e.Total)
+	}
+	md.Fields[LBNamespace].GetStructValue().Fields[EndpointScoresKey] = structpb.NewStructValue(&structpb.Struct{Fields: scores})
+	return md
+}
+
+// refusalLogLevel is the verbosity of a refusal's one log line: a
+// request the client got wrong or that load turned away (4xx, 429) at
+// V(1); trouble of the pool or the EPP (503) at V(0); any other 5xx is
+// logged as an error.
+func refusalLogLevel(status int) (level int, isError bool) {
+	switch {
+	case status >= 500 && status != 503:
+		return 0, true
+	case status == 503:
+		return 0, false
+	}
+	return 1, false
+}

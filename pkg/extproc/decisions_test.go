@@ -1,0 +1,269 @@
+package extproc_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"testing"
+
+	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/stretchr/testify/require"
+
+	configfiles "github.com/switchyard-ai/switchyard/config"
+	"github.com/switchyard-ai/switchyard/pkg/decisions"
+	"github.com/switchyard-ai/switchyard/pkg/extproc"
+	"github.com/switchyard-ai/switchyard/pkg/flowcontrol"
+	"github.com/switchyard-ai/switchyard/pkg/multisite/sitestate"
+	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+)
+
+func threeEndpoints() []*scheduling.Endpoint {
+	return []*scheduling.Endpoint{
+		endpoint("busy", "127.10.0.1", 8000, scheduling.Metrics{WaitingQueueSize: 9}),
+		endpoint("idle", "127.10.0.2", 8000, scheduling.Metrics{WaitingQueueSize: 0}),
+		endpoint("some", "127.10.0.3", 8000, scheduling.Metrics{WaitingQueueSize: 4}),
+	}
+}
+
+const chatBody = `{"model":"m1","messages":[{"role":"user","content":"hi"}]}`
+
+func TestDecisionRecorded(t *testing.T) {
+	ring := decisions.New(8)
+	h := start(t, queueConfig, threeEndpoints(), func(o *extproc.Options) { o.Decisions.Ring = ring })
+	out := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/chat/completions", "x-request-id", "dec-1"), body(chatBody, true)}, 2)
+	dest := out[0].GetRequestHeaders().GetResponse().GetHeaderMutation().GetSetHeaders()[0].GetHeader().GetRawValue()
+	require.Equal(t, "127.10.0.2:8000", string(dest))
+	// Without --emit-endpoint-scores the metadata is the destination only.
+	require.NotContains(t, out[0].GetDynamicMetadata().GetFields()[extproc.LBNamespace].GetStructValue().GetFields(), extproc.EndpointScoresKey)
+
+	recs := ring.Snapshot(decisions.Filter{RequestID: "dec-1"})
+	require.Len(t, recs, 1)
+	r := recs[0]
+	require.Equal(t, "m1", r.Model)
+	require.Equal(t, "idle", r.Endpoint)
+	require.Equal(t, []string{"127.10.0.2:8000"}, r.Targets)
+	require.Equal(t, "default", r.PrimaryProfile)
+	require.Nil(t, r.Refusal)
+	require.Len(t, r.Profiles, 1)
+	run := r.Profiles[0]
+	require.Equal(t, 3, run.Candidates)
+	require.Equal(t, []string{"idle"}, run.Targets)
+	require.Equal(t, "queue-scorer", run.Scorers[0].Scorer)
+	require.Len(t, run.Endpoints, 3)
+	// The record explains the choice: the chosen endpoint has the highest
+	// weighted total, which is the sum of its weighted scores.
+	require.Equal(t, "idle", run.Endpoints[0].Name)
+	for i, e := range run.Endpoints {
+		sum := 0.0
+		for _, s := range e.Scores {
+			sum += s.Weighted
+		}
+		require.InDelta(t, e.Total, sum, 1e-9, e.Name)
+		if i > 0 {
+			require.Less(t, e.Total, run.Endpoints[0].Total)
+		}
+	}
+	b, err := json.Marshal(r)
+	require.NoError(t, err)
+	require.Contains(t, string(b), `"requestId":"dec-1"`)
+}
+
+func TestEmitEndpointScores(t *testing.T) {
+	h := start(t, queueConfig, threeEndpoints(), func(o *extproc.Options) { o.Decisions.EmitEndpointScores = true })
+	out := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/chat/completions"), body(chatBody, true)}, 2)
+	lb := out[0].GetDynamicMetadata().GetFields()[extproc.LBNamespace].GetStructValue().GetFields()
+	require.Equal(t, "127.10.0.2:8000", lb[extproc.DestinationHeader].GetStringValue())
+	scores := lb[extproc.EndpointScoresKey].GetStructValue().GetFields()
+	require.Len(t, scores, 3)
+	best := ""
+	for addr, v := range scores {
+		if best == "" || v.GetNumberValue() > scores[best].GetNumberValue() {
+			best = addr
+		}
+	}
+	require.Equal(t, "127.10.0.2:8000", best)
+}
+
+// logLine is one captured log line.
+type logLine map[string]any
+
+var levelKey = "v"
+
+// captureLogs returns a logger at every verbosity and the lines it got.
+func captureLogs() (logr.Logger, func() []logLine) {
+	var mu sync.Mutex
+	var lines []logLine
+	l := funcr.NewJSON(func(obj string) {
+		var m logLine
+		if err := json.Unmarshal([]byte(obj), &m); err == nil {
+			mu.Lock()
+			lines = append(lines, m)
+			mu.Unlock()
+		}
+	}, funcr.Options{Verbosity: 10, LogInfoLevel: &levelKey})
+	return l, func() []logLine {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]logLine(nil), lines...)
+	}
+}
+
+// fullQueue is flow control that refuses everything as queue_full.
+type fullQueue struct{}
+
+func (fullQueue) Enqueue(context.Context, *flowcontrol.Item) flowcontrol.Outcome {
+	return flowcontrol.RejectedQueueFull
+}
+func (fullQueue) Started(*flowcontrol.Item) {}
+func (fullQueue) Notify()                   {}
+
+// TestRefusalLoggedOnce checks, for several kinds of refusal, that the
+// refusal is logged in exactly one line at its verbosity (client-caused
+// at V(1), the pool's trouble at V(0)), with request
+// id, model, status and reason, and recorded as a decision.
+func TestRefusalLoggedOnce(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		msgs   []*extprocv3.ProcessingRequest
+		opts   func(*extproc.Options)
+		tweak  func(*harness)
+		status int
+		reason string
+		v      float64
+		model  string
+	}{{
+		name:   "bad request body",
+		msgs:   []*extprocv3.ProcessingRequest{reqHeaders("/v1/chat/completions", "x-request-id", "ref-1"), body(`{"model": 5`, true)},
+		status: 400, reason: extproc.ReasonBadRequest, v: 1,
+	}, {
+		name:   "body too large",
+		msgs:   []*extprocv3.ProcessingRequest{reqHeaders("/v1/chat/completions", "x-request-id", "ref-1"), body(chatBody, true)},
+		opts:   func(o *extproc.Options) { o.MaxRequestBodyBytes = 10 },
+		status: 413, reason: extproc.ReasonBodyTooLarge, v: 1,
+	}, {
+		name:   "no endpoints",
+		msgs:   []*extprocv3.ProcessingRequest{reqHeaders("/v1/chat/completions", "x-request-id", "ref-1"), body(chatBody, true)},
+		tweak:  func(h *harness) { h.view.ready = nil },
+		status: 503, reason: extproc.ReasonNoEndpoints, v: 0, model: "m1",
+	}, {
+		name: "flow-control queue full",
+		msgs: []*extprocv3.ProcessingRequest{reqHeaders("/v1/chat/completions", "x-request-id", "ref-1"), body(chatBody, true)},
+		tweak: func(h *harness) {
+			rt := *h.rt.Load()
+			rt.Flow = fullQueue{}
+			h.setRuntime(&rt)
+		},
+		status: 429, reason: extproc.ReasonQueueFull, v: 1, model: "m1",
+	}, {
+		name:   "protocol error",
+		msgs:   []*extprocv3.ProcessingRequest{reqHeaders("/v1/chat/completions", "x-request-id", "ref-1"), reqHeaders("/v1/chat/completions", "x-request-id", "ref-1")},
+		status: 400, reason: extproc.ReasonProtocol, v: 1,
+	}} {
+		t.Run(tt.name, func(t *testing.T) {
+			log, lines := captureLogs()
+			ring := decisions.New(4)
+			hp := start(t, queueConfig, threeEndpoints(), func(o *extproc.Options) {
+				o.Logger = log
+				o.Decisions.Ring = ring
+				if tt.opts != nil {
+					tt.opts(o)
+				}
+			})
+			if tt.tweak != nil {
+				tt.tweak(hp)
+			}
+			out := hp.exchange(t, tt.msgs, 1)
+			require.Equal(t, int32(tt.status), int32(out[len(out)-1].GetImmediateResponse().GetStatus().GetCode()))
+
+			var refusals []logLine
+			for _, l := range lines() {
+				msg, _ := l["msg"].(string)
+				if msg == "Request refused" || msg == "Request failed" || strings.Contains(strings.ToLower(msg), "refus") {
+					refusals = append(refusals, l)
+				}
+			}
+			require.Len(t, refusals, 1, "refusal log lines: %v", refusals)
+			l := refusals[0]
+			require.Equal(t, "ref-1", l["requestID"])
+			require.EqualValues(t, tt.status, l["status"])
+			require.Equal(t, tt.reason, l["reason"])
+			require.Equal(t, tt.model, l["model"])
+			require.Equal(t, "Request refused", l["msg"])
+			require.EqualValues(t, tt.v, l["v"])
+
+			recs := ring.Snapshot(decisions.Filter{RequestID: "ref-1"})
+			require.Len(t, recs, 1)
+			require.Equal(t, &decisions.Refusal{Status: tt.status, Reason: tt.reason, Message: recs[0].Refusal.Message}, recs[0].Refusal)
+			require.NotEmpty(t, recs[0].Refusal.Message)
+		})
+	}
+}
+
+// BenchmarkRequestPathDecisions is BenchmarkRequestPath with decisions
+// off (the default of the library), recorded into a ring, and recorded
+// with the scores emitted: what --decision-buffer-size and
+// --emit-endpoint-scores cost per request.
+func BenchmarkRequestPathDecisions(b *testing.B) {
+	for _, c := range []struct {
+		name string
+		opts extproc.DecisionOptions
+	}{
+		{"off", extproc.DecisionOptions{}},
+		{"recorded", extproc.DecisionOptions{Ring: decisions.New(decisions.DefaultSize)}},
+		{"recorded+emitted", extproc.DecisionOptions{Ring: decisions.New(decisions.DefaultSize), EmitEndpointScores: true}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			h := start(b, string(configfiles.Default), benchPods(100), func(o *extproc.Options) { o.Decisions = c.opts })
+			msgs := make([][]*extprocv3.ProcessingRequest, 64)
+			for i := range msgs {
+				msgs[i] = benchMessages(i)
+			}
+			ctx := context.Background()
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if err := oneRequest(ctx, h.client, msgs[i%len(msgs)]); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+		})
+	}
+}
+
+// With multi-site, the record carries the site stage's decision: a local
+// pick with its tier, path and reason and the scheduled profile runs, a
+// remote pick with the gateway and no run.
+func TestDecisionRecordsTheSiteStage(t *testing.T) {
+	holder := &sitestate.Holder{}
+	holder.Store(&sitestate.Snapshot{Sites: []sitestate.Site{site("here", true, "")}, AnyModel: true})
+	ring := decisions.New(8)
+	h := start(t, queueConfig, threePods(), withSites(t, holder), func(o *extproc.Options) { o.Decisions.Ring = ring })
+	h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions", "x-request-id", "local-1"), body(siteBody, true)}, 2)
+	recs := ring.Snapshot(decisions.Filter{RequestID: "local-1"})
+	require.Len(t, recs, 1)
+	s := recs[0].Site
+	require.NotNil(t, s)
+	require.True(t, s.Local)
+	require.Equal(t, "here", s.Site)
+	require.Equal(t, "here-cluster", s.Cluster)
+	require.NotEmpty(t, s.Tier)
+	require.NotEmpty(t, s.Reason)
+	require.Len(t, recs[0].Profiles, 1)
+	require.NotEmpty(t, recs[0].Targets)
+
+	local := site("here", true, "")
+	local.Ready = false
+	holder.Store(&sitestate.Snapshot{Sites: []sitestate.Site{local, site("there", false, "127.0.0.2:9000")}, AnyModel: true})
+	h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions", "x-request-id", "remote-1"), body(siteBody, true)}, 2)
+	recs = ring.Snapshot(decisions.Filter{RequestID: "remote-1"})
+	require.Len(t, recs, 1)
+	require.Equal(t, &decisions.Site{Site: "there", Cluster: "there-cluster", Gateway: "127.0.0.2:9000",
+		Tier: recs[0].Site.Tier, Path: recs[0].Site.Path, Reason: recs[0].Site.Reason}, recs[0].Site)
+	require.NotEmpty(t, recs[0].Site.Reason)
+	require.Empty(t, recs[0].Profiles)
+	require.Empty(t, recs[0].Targets)
+}
