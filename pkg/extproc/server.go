@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchyard-ai/switchyard/pkg/multisite/sitestage"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+	"github.com/switchyard-ai/switchyard/pkg/tracing"
 )
 
 // Protocol constants (reference/gie-epp.md §1).
@@ -197,6 +198,10 @@ type Options struct {
 	// (nothing is scheduled locally), and saturation shedding is left to
 	// the stage's shedding rule. nil: single site, as before.
 	Sites *sitestage.Stage
+	// Tracer, when set (--tracing), traces every request (pkg/tracing):
+	// the stream's span and its children, and the W3C trace context on
+	// the upstream request headers. nil traces nothing, at no cost.
+	Tracer *tracing.Tracer
 	// Now is the clock of the request metrics; nil means time.Now. The body
 	// deadline always runs on the real clock.
 	Now func() time.Time

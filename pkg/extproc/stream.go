@@ -19,6 +19,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/flowcontrol"
 	"github.com/switchyard-ai/switchyard/pkg/requests"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+	"github.com/switchyard-ai/switchyard/pkg/tracing"
 )
 
 // phase is where a stream is in the protocol.
@@ -77,7 +78,8 @@ type stream struct {
 
 	rx receiver // receives for Process until the request is complete
 
-	site siteRoute // the site step's choice (site.go), with Options.Sites
+	site siteRoute   // the site step's choice (site.go), with Options.Sites
+	tr   streamTrace // tracing (tracing.go), with Options.Tracer
 	// flowItem is the request's place in flow control (Runtime.Flow);
 	// flow is the controller until Started was called.
 	flowItem flowcontrol.Item
@@ -85,7 +87,9 @@ type stream struct {
 }
 
 func newStream(s *Server, ctx context.Context) *stream {
-	return &stream{s: s, ctx: ctx, log: s.log}
+	st := &stream{s: s, ctx: ctx, log: s.log}
+	st.traceBegin()
+	return st
 }
 
 // handle processes one message and returns the responses to send, and
@@ -165,6 +169,7 @@ func (st *stream) refuse(r *refusal) ([]*extprocv3.ProcessingResponse, bool) {
 	model, target := st.parsed.Model, st.targetModel()
 	st.s.m.RequestError(model, target, errorCode(r.status))
 	st.s.m.Refusal(r.reason)
+	st.traceRefusal(r)
 	if r.status >= 500 && r.status != http.StatusServiceUnavailable {
 		st.log.Error(errors.New(r.message), "Request failed", "status", r.status, "reason", r.reason)
 	} else {
@@ -201,6 +206,7 @@ func (st *stream) requestHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3.
 		st.genID = true
 	}
 	st.log = st.log.WithValues("requestID", st.reqID)
+	st.traceStart()
 	st.phase = phaseRequestBody
 	if !h.GetEndOfStream() {
 		return nil, false // the answer waits for the body
@@ -252,6 +258,7 @@ func (st *stream) requestBody(msg *extprocv3.ProcessingRequest, b *extprocv3.Htt
 		return st.protocolError("request body received before request headers or after end of stream")
 	}
 	chunk, eos := b.GetBody(), b.GetEndOfStream()
+	st.traceRequestChunk()
 	if int64(len(st.body))+int64(len(chunk)) > st.s.opts.MaxRequestBodyBytes {
 		return st.refuse(&refusal{status: http.StatusRequestEntityTooLarge, reason: ReasonBodyTooLarge,
 			message: fmt.Sprintf("request body exceeds the limit of %d bytes", st.s.opts.MaxRequestBodyBytes)})
@@ -298,6 +305,7 @@ func (st *stream) path() string {
 
 func (st *stream) responseHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) []*extprocv3.ProcessingResponse {
 	st.phase = phaseResponse
+	span := st.enter(tracing.SpanResponseHeaders)
 	hm := h.GetHeaders().GetHeaders()
 	st.resp.Headers = make(map[string]string, len(hm))
 	for _, hv := range hm {
@@ -333,6 +341,7 @@ func (st *stream) responseHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3
 		st.rt.Scheduler.ResponseReceived(st.ctx, st.req, &st.resp, st.target)
 	}
 	set = st.siteResponseHeaders(set)
+	st.exit(span)
 	out := []*extprocv3.ProcessingResponse{{
 		Response: &extprocv3.ProcessingResponse_ResponseHeaders{
 			ResponseHeaders: &extprocv3.HeadersResponse{
@@ -382,6 +391,7 @@ func (st *stream) responseBody(msg *extprocv3.ProcessingRequest, b *extprocv3.Ht
 		st.setServed(served)
 	}
 	chunk, eos := b.GetBody(), b.GetEndOfStream()
+	st.traceResponseChunk()
 	st.respBytes += len(chunk)
 	// Time to first token is only meaningful when the response streams;
 	// a buffered JSON response's first byte comes with its last token.
@@ -505,6 +515,7 @@ func (st *stream) complete(disconnected bool) {
 		return
 	}
 	st.completed = true
+	defer st.exit(st.enter(tracing.SpanResponseComplete))
 	if st.streaming && !st.passthrough {
 		if u, ok := st.sse.Usage(); ok {
 			st.resp.Usage = u
@@ -557,6 +568,7 @@ func (st *stream) finish() {
 	if st.req != nil && !st.completed {
 		st.complete(true)
 	}
+	st.traceEnd()
 }
 
 func newRequestID() string {
