@@ -30,19 +30,26 @@
 // # Spans of one request
 //
 //	gateway.request                  the ext_proc stream (server span; child of the gateway's traceparent)
-//	  gateway.request_headers        the request headers message
+//	  gateway.request_headers        from the stream's start to the request headers
+//	  gateway.request_body           first to last request body chunk
 //	  gateway.request_orchestration  from the complete body to the answer (GIE's name)
 //	    gateway.site_stage           multi-site: tier, path, reason, site
 //	    gateway.flow_control         waiting in the flow-control queue
 //	    scheduling.process           one scheduling attempt (a fallback model is another)
-//	      scheduling.plugin          each data producer, admitter, profile handler run and pre-request hook
+//	      <point> <plugin name>      each data producer, admitter, profile handler run and pre-request hook
 //	      scheduling.profile         one profile run
-//	        scheduling.plugin        each filter, scorer and picker
-//	  gateway.response_headers       the response headers (response-received hooks)
+//	        <point> <plugin name>    each filter, scorer and picker ("Scorer queue-scorer")
+//	  gateway.response_headers       the response headers
+//	    <point> <plugin name>        each response-received hook
 //	  gateway.response_body          first to last response body chunk
-//	  gateway.response_complete      completion (response-complete hooks)
+//	  gateway.response_complete      completion
+//	    <point> <plugin name>        each response-complete hook
 //
-// Plugin spans carry switchyard.extension_point, switchyard.plugin.type
-// and switchyard.plugin.name. The upstream request carries the
-// gateway.request span's context in traceparent.
+// The points are those of inference_extension_plugin_duration_seconds
+// (Filter, Scorer, Picker, PrepareData, Admission, ProfilePicker,
+// ProcessProfilesResults, PreRequest, ResponseReceived,
+// ResponseComplete); response-streaming hooks run per chunk and get no
+// span. Plugin spans carry switchyard.extension_point,
+// switchyard.plugin.type and switchyard.plugin.name. The upstream request
+// carries the gateway.request span's context in traceparent.
 package tracing
