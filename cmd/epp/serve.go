@@ -27,6 +27,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/plugins/datalayer/metricssource"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 	"github.com/switchyard-ai/switchyard/pkg/server"
+	"github.com/switchyard-ai/switchyard/pkg/tracing"
 )
 
 // serveFlags are GIE's cmd/epp flags (same names and defaults) plus
@@ -116,7 +117,7 @@ func (f *serveFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.certReload, "enable-cert-reload", true, "reload --cert-path files when they change (GIE defaults to false; a rotated Secret should not need a restart)")
 	fs.BoolVar(&f.healthChecking, "health-checking", false, "also serve gRPC health on the ext_proc port")
 	fs.BoolVar(&f.leaderElection, "ha-enable-leader-election", false, "active-passive leader election (Kubernetes mode)")
-	fs.BoolVar(&f.tracing, "tracing", true, "accepted for GIE compatibility; Switchyard exports no OpenTelemetry traces")
+	fs.BoolVar(&f.tracing, "tracing", true, "export OpenTelemetry traces over OTLP/gRPC (GIE's default: on); configured by OTEL_EXPORTER_OTLP_ENDPOINT (http://localhost:4317), OTEL_TRACES_EXPORTER (otlp, console, none), OTEL_TRACES_SAMPLER (parentbased_traceidratio), OTEL_TRACES_SAMPLER_ARG (0.1), OTEL_SERVICE_NAME")
 	fs.Int64Var(&f.maxBody, "max-request-body-bytes", d.MaxRequestBodyBytes, "largest request body accepted (413 above)")
 	fs.Int64Var(&f.maxBuffered, "max-buffered-request-bytes", d.MaxBufferedBytes, "process-wide budget of body bytes held while streams wait for the rest of a body (503 buffer_budget_exhausted beyond); bodies holding more than 256 KiB get three quarters of it, the rest is kept for small requests")
 	fs.DurationVar(&f.requestBodyTimeout, "request-body-timeout", d.RequestBodyTimeout, "longest time from a stream's start until its request body is complete (408 body_timeout after)")
@@ -242,6 +243,11 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 	if err != nil {
 		errs = append(errs, err.Error())
 	}
+	traceCfg, err := tracing.FromEnv(f.tracing, os.LookupEnv)
+	if err != nil {
+		errs = append(errs, "--tracing: "+strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
+	traceCfg.Global = true
 	ms, msErrs := f.multisite.config(set, kubeMode && f.poolName != "")
 	errs = append(errs, msErrs...)
 	errs = append(errs, f.objectives.errors(set, kubeMode && f.poolName != "")...)
@@ -260,9 +266,6 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 	}
 	if f.conformanceHeaders {
 		logger.Info("--enable-conformance-test-headers is on: clients can choose the endpoint with test-epp-endpoint-selection; never use it in production")
-	}
-	if f.tracing && set["tracing"] {
-		logger.V(1).Info("--tracing: Switchyard exports no OpenTelemetry traces")
 	}
 	if f.msMetricsPort != 0 && !kubeMode {
 		logger.Info("--model-server-metrics-port is deprecated and applies to Kubernetes mode; endpoints-file entries set metricsPort per endpoint", "port", f.msMetricsPort)
@@ -294,6 +297,7 @@ func (f *serveFlags) serverConfig(fs *flag.FlagSet, logger logr.Logger) (server.
 		f.multisite.addImports(ms, *imports, logger)
 	}
 	cfg := server.Config{
+		Tracing:                          traceCfg,
 		GRPCAddr:                         net.JoinHostPort(strings.Trim(f.grpcBind, "[]"), strconv.Itoa(f.grpcPort)),
 		HealthAddr:                       net.JoinHostPort(strings.Trim(f.healthBind, "[]"), strconv.Itoa(f.healthPort)),
 		MetricsTokenFile:                 f.metricsTokenFile,

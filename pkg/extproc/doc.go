@@ -56,6 +56,13 @@
 //     the end of the response, or when the stream ends early (client
 //     disconnect, gateway error).
 //
+// # Tracing
+//
+// With Options.Tracer each stream is a trace (tracing.go; the span tree is
+// in pkg/tracing's documentation): a child of the gateway's traceparent,
+// and the parent of the upstream request, whose headers get the stream
+// span's traceparent. Without a Tracer the request path is unchanged.
+//
 // # Sites
 //
 // With Options.Sites (pkg/multisite/sitestage), the site step (site.go)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/switchyard-ai/switchyard/pkg/requests"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+	"github.com/switchyard-ai/switchyard/pkg/tracing"
 )
 
 // route parses the complete body, schedules the request and answers. With
@@ -23,6 +24,7 @@ import (
 // get their answer; with endHeaders only the headers are answered (the
 // gateway sent no body, so no body response may follow).
 func (st *stream) route(end bodyEnd) ([]*extprocv3.ProcessingResponse, bool) {
+	defer st.exit(st.enter(tracing.SpanRequestOrchestration))
 	st.rt = st.s.opts.Runtime()
 	if err := requests.Parse(st.rt.format(), requests.DetectAPI(st.path()), st.body, &st.parsed); err != nil {
 		var perr *requests.Error
@@ -71,9 +73,12 @@ func (st *stream) route(end bodyEnd) ([]*extprocv3.ProcessingResponse, bool) {
 		}
 	}
 	// Flow control: wait here while the pool is saturated (queue.go).
+	flowSpan := st.flowSpan()
 	if out, done := st.hold(); done {
+		flowSpan.End()
 		return out, true
 	}
+	flowSpan.End()
 	defer st.flowStarted()
 	cands, r := st.candidates()
 	if r != nil {
@@ -210,6 +215,7 @@ func (st *stream) headersResponse(bodyLen int) *extprocv3.ProcessingResponse {
 		set = append(set, headerOption(RequestIDHeader, st.reqID))
 	}
 	set = st.siteRequestHeaders(set)
+	set = st.traceHeaders(set)
 	var remove []string
 	if !st.s.opts.ConformanceTestHeaders {
 		if _, ok := st.headers[TestSelectionHeader]; ok {

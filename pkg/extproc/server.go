@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchyard-ai/switchyard/pkg/multisite/sitestage"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+	"github.com/switchyard-ai/switchyard/pkg/tracing"
 )
 
 // Protocol constants (reference/gie-epp.md §1).
@@ -200,6 +201,10 @@ type Options struct {
 	// Decisions records decisions and emits endpoint scores (decisions.go,
 	// issue 16); the zero value does neither.
 	Decisions DecisionOptions
+	// Tracer, when set (--tracing), traces every request (pkg/tracing):
+	// the stream's span and its children, and the W3C trace context on
+	// the upstream request headers. nil traces nothing, at no cost.
+	Tracer *tracing.Tracer
 	// Now is the clock of the request metrics; nil means time.Now. The body
 	// deadline always runs on the real clock.
 	Now func() time.Time

@@ -13,6 +13,7 @@ import (
 
 	"github.com/switchyard-ai/switchyard/pkg/multisite/sitestage"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+	"github.com/switchyard-ai/switchyard/pkg/tracing"
 )
 
 // Multi-site headers.
@@ -68,6 +69,8 @@ type siteRoute struct {
 func (st *stream) siteStep(req *scheduling.Request) (*refusal, bool) {
 	stage := st.s.opts.Sites
 	var d sitestage.Decision
+	span := st.child(tracing.SpanSiteStage)
+	defer traceSite(span, &d)
 	switch {
 	case forwardedBefore(st.headers[HopsHeader]) || stage.RemoteSite(st.headers[OriginSiteHeader]):
 		d = stage.KeepLocal(req.TargetModel, sitestage.ReasonInbound)

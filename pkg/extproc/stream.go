@@ -19,6 +19,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/flowcontrol"
 	"github.com/switchyard-ai/switchyard/pkg/requests"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
+	"github.com/switchyard-ai/switchyard/pkg/tracing"
 )
 
 // phase is where a stream is in the protocol.
@@ -79,6 +80,7 @@ type stream struct {
 
 	site siteRoute     // the site step's choice (site.go), with Options.Sites
 	dec  decisionState // the decision's record (decisions.go)
+	tr   streamTrace   // tracing (tracing.go), with Options.Tracer
 	// flowItem is the request's place in flow control (Runtime.Flow);
 	// flow is the controller until Started was called.
 	flowItem flowcontrol.Item
@@ -86,7 +88,9 @@ type stream struct {
 }
 
 func newStream(s *Server, ctx context.Context) *stream {
-	return &stream{s: s, ctx: ctx, log: s.log}
+	st := &stream{s: s, ctx: ctx, log: s.log}
+	st.traceBegin()
+	return st
 }
 
 // handle processes one message and returns the responses to send, and
@@ -167,6 +171,7 @@ func (st *stream) refuse(r *refusal) ([]*extprocv3.ProcessingResponse, bool) {
 	st.s.m.RequestError(model, target, errorCode(r.status))
 	st.s.m.Refusal(r.reason)
 	st.recordRefusal(r)
+	st.traceRefusal(r)
 	// One line per refusal (refusalLogLevel); the logger carries the
 	// request id once the headers were read.
 	if level, isErr := refusalLogLevel(r.status); isErr {
@@ -205,6 +210,7 @@ func (st *stream) requestHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3.
 		st.genID = true
 	}
 	st.log = st.log.WithValues("requestID", st.reqID)
+	st.traceStart()
 	st.phase = phaseRequestBody
 	if !h.GetEndOfStream() {
 		return nil, false // the answer waits for the body
@@ -256,6 +262,7 @@ func (st *stream) requestBody(msg *extprocv3.ProcessingRequest, b *extprocv3.Htt
 		return st.protocolError("request body received before request headers or after end of stream")
 	}
 	chunk, eos := b.GetBody(), b.GetEndOfStream()
+	st.traceRequestChunk()
 	if int64(len(st.body))+int64(len(chunk)) > st.s.opts.MaxRequestBodyBytes {
 		return st.refuse(&refusal{status: http.StatusRequestEntityTooLarge, reason: ReasonBodyTooLarge,
 			message: fmt.Sprintf("request body exceeds the limit of %d bytes", st.s.opts.MaxRequestBodyBytes)})
@@ -302,6 +309,7 @@ func (st *stream) path() string {
 
 func (st *stream) responseHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3.HttpHeaders) []*extprocv3.ProcessingResponse {
 	st.phase = phaseResponse
+	span := st.enter(tracing.SpanResponseHeaders)
 	hm := h.GetHeaders().GetHeaders()
 	st.resp.Headers = make(map[string]string, len(hm))
 	for _, hv := range hm {
@@ -337,6 +345,7 @@ func (st *stream) responseHeaders(msg *extprocv3.ProcessingRequest, h *extprocv3
 		st.rt.Scheduler.ResponseReceived(st.ctx, st.req, &st.resp, st.target)
 	}
 	set = st.siteResponseHeaders(set)
+	st.exit(span)
 	out := []*extprocv3.ProcessingResponse{{
 		Response: &extprocv3.ProcessingResponse_ResponseHeaders{
 			ResponseHeaders: &extprocv3.HeadersResponse{
@@ -386,6 +395,7 @@ func (st *stream) responseBody(msg *extprocv3.ProcessingRequest, b *extprocv3.Ht
 		st.setServed(served)
 	}
 	chunk, eos := b.GetBody(), b.GetEndOfStream()
+	st.traceResponseChunk()
 	st.respBytes += len(chunk)
 	// Time to first token is only meaningful when the response streams;
 	// a buffered JSON response's first byte comes with its last token.
@@ -509,6 +519,7 @@ func (st *stream) complete(disconnected bool) {
 		return
 	}
 	st.completed = true
+	defer st.exit(st.enter(tracing.SpanResponseComplete))
 	if st.streaming && !st.passthrough {
 		if u, ok := st.sse.Usage(); ok {
 			st.resp.Usage = u
@@ -561,6 +572,7 @@ func (st *stream) finish() {
 	if st.req != nil && !st.completed {
 		st.complete(true)
 	}
+	st.traceEnd()
 }
 
 func newRequestID() string {

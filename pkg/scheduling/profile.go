@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard-ai/switchyard/pkg/tracing"
 )
 
 // ErrNoEndpoints means nothing was left to route to: no candidates, a
@@ -85,6 +87,8 @@ var bufPool = sync.Pool{New: func() any { return &runBuffers{} }}
 func (p *Profile) Run(ctx context.Context, req *Request, candidates []*Endpoint) (*ProfileResult, error) {
 	buf := bufPool.Get().(*runBuffers)
 	defer bufPool.Put(buf)
+	ctx, span := startProfile(ctx, p.name, len(candidates))
+	defer span.End()
 	// A request for strict dominance (C-37) is a scorer's word to this
 	// profile's picker only: one left by an earlier profile whose picker
 	// does not read it (max-score) must not reach this one's. Likewise
@@ -103,23 +107,29 @@ func (p *Profile) Run(ctx context.Context, req *Request, candidates []*Endpoint)
 		if x != nil {
 			x.failed(err)
 		}
+		spanFailed(span, err)
 		return nil, err
 	}
 	start := time.Now()
+	pctx, pspan := pluginSpan(span.IsRecording(), ctx, PointPicker, p.picker)
 	var res *ProfileResult
 	if p.ppicker != nil {
-		res = p.ppicker.PickInProfile(ctx, req, scored, p.info)
+		res = p.ppicker.PickInProfile(pctx, req, scored, p.info)
 	} else {
-		res = p.picker.Pick(ctx, req, scored)
+		res = p.picker.Pick(pctx, req, scored)
 	}
+	pspan.End()
 	p.pickerObs.Observe(time.Since(start).Seconds())
 	if x != nil {
 		x.picked(p, req, res)
 	}
 	clear(scored) // drop endpoint references held by the pool
 	if res == nil || len(res.Targets) == 0 {
-		return nil, fmt.Errorf("profile %q: picker %s chose nothing: %w", p.name, p.picker.TypedName(), ErrNoEndpoints)
+		err := fmt.Errorf("profile %q: picker %s chose nothing: %w", p.name, p.picker.TypedName(), ErrNoEndpoints)
+		spanFailed(span, err)
+		return nil, err
 	}
+	spanChose(span, res.Targets)
 	return res, nil
 }
 
@@ -142,9 +152,12 @@ func (p *Profile) score(ctx context.Context, req *Request, candidates []*Endpoin
 	if len(eps) == 0 {
 		return nil, fmt.Errorf("profile %q: %w", p.name, ErrNoEndpoints)
 	}
+	traced := tracing.Recording(ctx)
 	for i, f := range p.filters {
 		start := time.Now()
-		eps = f.Filter(ctx, req, eps)
+		fctx, span := pluginSpan(traced, ctx, PointFilter, f)
+		eps = f.Filter(fctx, req, eps)
+		endFilter(span, len(eps))
 		p.filterObs[i].Observe(time.Since(start).Seconds())
 		if x != nil {
 			x.filtered(f, eps)
@@ -169,7 +182,9 @@ func (p *Profile) score(ctx context.Context, req *Request, candidates []*Endpoin
 	for i, ws := range p.scorers {
 		clear(scores)
 		start := time.Now()
-		ws.Scorer.Score(ctx, req, eps, scores)
+		sctx, span := pluginSpan(traced, ctx, PointScorer, ws.Scorer)
+		ws.Scorer.Score(sctx, req, eps, scores)
+		span.End()
 		p.scorerObs[i].Observe(time.Since(start).Seconds())
 		if x != nil {
 			x.scoredBy(i, scores)

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/switchyard-ai/switchyard/pkg/tracing"
 )
 
 // SchedulerConfig lists the plugins a Scheduler runs at each extension
@@ -201,23 +203,31 @@ func (e *RefusalError) Error() string {
 // admission, the profiles, then the PreRequest hooks. A refusal is returned
 // as *RefusalError; a scheduling failure wraps ErrNoEndpoints.
 func (s *Scheduler) Process(ctx context.Context, req *Request, candidates []*Endpoint) (*Result, error) {
+	ctx, span := startProcess(ctx, req, candidates)
+	defer span.End()
 	s.Prepare(ctx, req, candidates)
 	if r := s.Admit(ctx, req, candidates); r != nil {
+		spanRefused(span, r)
 		return nil, &RefusalError{Refusal: *r}
 	}
 	res, err := s.Schedule(ctx, req, candidates)
 	if err != nil {
+		spanFailed(span, err)
 		return nil, err
 	}
 	s.PreRequest(ctx, req, res)
+	spanChose(span, res.Targets())
 	return res, nil
 }
 
 // Prepare runs the data producers in dependency order.
 func (s *Scheduler) Prepare(ctx context.Context, req *Request, candidates []*Endpoint) {
+	traced := tracing.Recording(ctx)
 	for _, t := range s.producers {
 		start := time.Now()
-		t.p.Produce(ctx, req, candidates)
+		pctx, span := pluginSpan(traced, ctx, PointDataProducer, t.p)
+		t.p.Produce(pctx, req, candidates)
+		span.End()
 		t.obs.Observe(time.Since(start).Seconds())
 	}
 }
@@ -230,13 +240,18 @@ func (s *Scheduler) Admit(ctx context.Context, req *Request, candidates []*Endpo
 	if req.Priority < 0 && !req.SkipSaturationShedding && s.saturation != nil && s.saturation.Saturation(ctx, req, candidates) >= 1.0 {
 		return &Refusal{StatusCode: http.StatusTooManyRequests, Reason: "saturated", Message: "system saturated, sheddable request dropped"}
 	}
+	traced := tracing.Recording(ctx)
 	for _, t := range s.admitters {
 		start := time.Now()
-		r := t.p.Admit(ctx, req, candidates)
+		actx, span := pluginSpan(traced, ctx, PointAdmitter, t.p)
+		r := t.p.Admit(actx, req, candidates)
 		t.obs.Observe(time.Since(start).Seconds())
 		if r != nil {
+			spanRefused(span, r)
+			span.End()
 			return r
 		}
+		span.End()
 	}
 	return nil
 }
@@ -249,12 +264,15 @@ func (s *Scheduler) Schedule(ctx context.Context, req *Request, candidates []*En
 	}
 	results := make(map[string]*ProfileResult, len(s.profiles))
 	var errs []error
+	traced := tracing.Recording(ctx)
 	// Each round must run at least one new profile, so there are at most
 	// as many rounds as profiles; a handler that keeps asking for profiles
 	// that already ran cannot loop forever.
 	for round := 0; round <= len(s.profiles); round++ {
 		start := time.Now()
-		next := s.handler.Pick(ctx, req, s.profiles, results)
+		hctx, span := pluginSpan(traced, ctx, PointProfileHandler, s.handler)
+		next := s.handler.Pick(hctx, req, s.profiles, results)
+		span.End()
 		s.handlerObs.Observe(time.Since(start).Seconds())
 		ran := 0
 		for _, p := range next {
@@ -276,7 +294,9 @@ func (s *Scheduler) Schedule(ctx context.Context, req *Request, candidates []*En
 		return nil, fmt.Errorf("profile handler %s ran no profile: %w", s.handler.TypedName(), ErrNoEndpoints)
 	}
 	start := time.Now()
-	res, err := s.handler.ProcessResults(ctx, req, results)
+	rctx, span := pluginSpan(traced, ctx, PointProcessResults, s.handler)
+	res, err := s.handler.ProcessResults(rctx, req, results)
+	span.End()
 	s.resultsObs.Observe(time.Since(start).Seconds())
 	if err != nil {
 		return nil, errors.Join(append([]error{err}, errs...)...)
@@ -316,9 +336,12 @@ func (s *Scheduler) PreRequest(ctx context.Context, req *Request, res *Result) {
 		!req.lifecycle.CompareAndSwap(lifecyclePreDone, lifecyclePreRunning) {
 		return // completed, or PreRequest already running
 	}
+	traced := tracing.Recording(ctx)
 	for _, t := range s.preRequest {
 		start := time.Now()
-		t.p.PreRequest(ctx, req, res)
+		pctx, span := pluginSpan(traced, ctx, PointPreRequest, t.p)
+		t.p.PreRequest(pctx, req, res)
+		span.End()
 		t.obs.Observe(time.Since(start).Seconds())
 	}
 	req.lifecycle.Store(lifecyclePreDone)
@@ -329,9 +352,12 @@ func (s *Scheduler) PreRequest(ctx context.Context, req *Request, res *Result) {
 
 // ResponseReceived runs the response-header hooks.
 func (s *Scheduler) ResponseReceived(ctx context.Context, req *Request, resp *Response, target *Endpoint) {
+	traced := tracing.Recording(ctx)
 	for _, t := range s.received {
 		start := time.Now()
-		t.p.ResponseReceived(ctx, req, resp, target)
+		rctx, span := pluginSpan(traced, ctx, PointResponseReceived, t.p)
+		t.p.ResponseReceived(rctx, req, resp, target)
+		span.End()
 		t.obs.Observe(time.Since(start).Seconds())
 	}
 }
@@ -374,9 +400,12 @@ func (s *Scheduler) ResponseComplete(ctx context.Context, req *Request, resp *Re
 }
 
 func (s *Scheduler) runComplete(ctx context.Context, req *Request, resp *Response, target *Endpoint) {
+	traced := tracing.Recording(ctx)
 	for _, t := range s.complete {
 		start := time.Now()
-		t.p.ResponseComplete(ctx, req, resp, target)
+		cctx, span := pluginSpan(traced, ctx, PointResponseComplete, t.p)
+		t.p.ResponseComplete(cctx, req, resp, target)
+		span.End()
 		t.obs.Observe(time.Since(start).Seconds())
 	}
 }

@@ -71,6 +71,14 @@
 // cancels. Run waits for every Runner before it closes the serving
 // configuration.
 //
+// # Tracing
+//
+// With Config.Tracing on, New builds the OpenTelemetry provider
+// (pkg/tracing) and hands its tracer to extproc; its exporter goroutines
+// run until Run, after the last stream ended, flushes the queued spans
+// and stops them (at most TracingShutdownTimeout). A New that fails stops
+// it too.
+//
 // # Eligibility
 //
 // The request path routes to the datastore's Routable set (eligible — not

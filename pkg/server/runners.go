@@ -4,11 +4,27 @@ import (
 	"context"
 	"sort"
 	"sync"
+	"time"
 
 	"github.com/switchyard-ai/switchyard/pkg/config"
 	"github.com/switchyard-ai/switchyard/pkg/datastore"
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
 )
+
+// stopTracing flushes the spans still queued and stops the exporters,
+// within TracingShutdownTimeout; Run calls it once nothing serves.
+func (s *Server) stopTracing() {
+	if s.tracing == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), TracingShutdownTimeout)
+	defer cancel()
+	t0 := time.Now()
+	if err := s.tracing.Shutdown(ctx); err != nil {
+		s.log.Error(err, "Tracing: spans still queued at shutdown were not exported", "waited", time.Since(t0).Round(time.Millisecond))
+	}
+	s.tracing = nil
+}
 
 // storeEnv is the RunEnv of the plugins' background work: the pool as the
 // store publishes it.

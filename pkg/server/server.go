@@ -42,6 +42,7 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/server/health"
 	"github.com/switchyard-ai/switchyard/pkg/tlsutil"
 	"github.com/switchyard-ai/switchyard/pkg/tokenauth"
+	"github.com/switchyard-ai/switchyard/pkg/tracing"
 )
 
 // Config is what the flags of `epp serve` set. Zero durations and sizes
@@ -189,7 +190,16 @@ type Config struct {
 	// Run error stops the server, like the endpoint source's.
 	ObjectivesFile string
 	Objectives     func(set *objectives.Set) (Runner, error)
+	// Tracing is the OpenTelemetry setup (--tracing and the OTEL_*
+	// variables, tracing.FromEnv); the zero value traces nothing. The
+	// server owns the provider: New builds it, Run flushes and stops it
+	// after the last stream ended (within TracingShutdownTimeout).
+	Tracing tracing.Config
 }
+
+// TracingShutdownTimeout bounds the flush of queued spans at shutdown (an
+// unreachable collector must not hold the exit).
+const TracingShutdownTimeout = 5 * time.Second
 
 // Defaults of the ext_proc listener's bounds.
 const (
@@ -299,6 +309,7 @@ type Server struct {
 	objectives                     *objectiveSource
 	flows                          flowRunner
 	flow                           atomic.Pointer[flowGate] // created by the first configuration with flow control
+	tracing                        *tracing.Provider        // nil when tracing is off
 }
 
 // New loads the configuration and the endpoints and binds the listeners,
@@ -410,7 +421,19 @@ func New(cfg Config) (*Server, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.Tracing.Enabled && cfg.Tracing.ServiceVersion == "" {
+		_, cfg.Tracing.ServiceVersion = buildInfo()
+	}
+	if s.tracing, err = tracing.New(context.Background(), cfg.Tracing, s.log); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if !built {
+			s.stopTracing()
+		}
+	}()
 	s.ext, err = extproc.New(extproc.Options{
+		Tracer:                 s.tracing.Tracer(),
 		FallbackMetrics:        fallbacks,
 		Runtime:                func() *extproc.Runtime { return s.gen.Load().runtime },
 		Endpoints:              func() extproc.EndpointView { return s.store.Snapshot() },
@@ -741,6 +764,7 @@ func (s *Server) Run(ctx context.Context) error {
 	s.flows.wait()
 	s.runners.wait()
 	s.closeConfig()
+	s.stopTracing()
 	return runErr
 }
 

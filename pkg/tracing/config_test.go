@@ -1,0 +1,79 @@
+package tracing
+
+import (
+	"testing"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/stretchr/testify/require"
+)
+
+func TestFromEnv(t *testing.T) {
+	def := Config{Enabled: true, Exporters: []string{ExporterOTLP}, Endpoint: DefaultEndpoint,
+		Sampler: DefaultSampler, SamplerArg: DefaultSamplerArg, ServiceName: DefaultServiceName}
+	with := func(f func(*Config)) Config {
+		c := def
+		c.Exporters = append([]string(nil), def.Exporters...)
+		f(&c)
+		return c
+	}
+	for _, tt := range []struct {
+		name    string
+		enabled bool
+		env     map[string]string
+		want    Config
+		wantErr []string
+	}{
+		{name: "flag off reads nothing", enabled: false, env: map[string]string{"OTEL_TRACES_SAMPLER": "bogus"}, want: Config{}},
+		{name: "GIE defaults", enabled: true, want: def},
+		{name: "sdk disabled", enabled: true, env: map[string]string{"OTEL_SDK_DISABLED": "true"}, want: Config{}},
+		{name: "exporter none", enabled: true, env: map[string]string{"OTEL_TRACES_EXPORTER": "none"}, want: Config{}},
+		{name: "console and otlp", enabled: true, env: map[string]string{"OTEL_TRACES_EXPORTER": "console, otlp,console"},
+			want: with(func(c *Config) { c.Exporters = []string{ExporterConsole, ExporterOTLP} })},
+		{name: "traces endpoint wins", enabled: true, env: map[string]string{
+			"OTEL_EXPORTER_OTLP_ENDPOINT": "http://a:4317", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT": "https://b:4317"},
+			want: with(func(c *Config) { c.Endpoint = "https://b:4317" })},
+		{name: "bare host:port", enabled: true, env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector:4317"},
+			want: with(func(c *Config) { c.Endpoint = "collector:4317" })},
+		{name: "sampler and ratio", enabled: true, env: map[string]string{"OTEL_TRACES_SAMPLER": "traceidratio", "OTEL_TRACES_SAMPLER_ARG": "0.25"},
+			want: with(func(c *Config) { c.Sampler, c.SamplerArg = "traceidratio", 0.25 })},
+		{name: "arg ignored by always_on", enabled: true, env: map[string]string{"OTEL_TRACES_SAMPLER": "always_on", "OTEL_TRACES_SAMPLER_ARG": "x"},
+			want: with(func(c *Config) { c.Sampler = "always_on" })},
+		{name: "grpc protocol", enabled: true, env: map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, want: def},
+		{name: "bad sampler arg", enabled: true, env: map[string]string{"OTEL_TRACES_SAMPLER_ARG": "ten"},
+			wantErr: []string{`OTEL_TRACES_SAMPLER_ARG: must be a ratio in [0, 1] for parentbased_traceidratio, got "ten"`}},
+		{name: "ratio above 1", enabled: true, env: map[string]string{"OTEL_TRACES_SAMPLER_ARG": "1.5"},
+			wantErr: []string{`OTEL_TRACES_SAMPLER_ARG: must be a ratio in [0, 1]`}},
+		{name: "every error at once", enabled: true, env: map[string]string{
+			"OTEL_TRACES_SAMPLER": "jaeger_remote", "OTEL_TRACES_EXPORTER": "zipkin", "OTEL_EXPORTER_OTLP_ENDPOINT": "ftp://x",
+			"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_SDK_DISABLED": "maybe"},
+			wantErr: []string{`OTEL_TRACES_SAMPLER: unknown sampler "jaeger_remote"`, `OTEL_TRACES_EXPORTER: unknown exporter "zipkin"`,
+				`OTEL_EXPORTER_OTLP_ENDPOINT: scheme must be http or https`, `OTEL_EXPORTER_OTLP_PROTOCOL: only grpc is supported, got "http/protobuf"`,
+				`OTEL_SDK_DISABLED: must be true or false`}},
+		{name: "endpoint without port", enabled: true, env: map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "collector"},
+			wantErr: []string{`OTEL_EXPORTER_OTLP_ENDPOINT: want a URL (http://host:port) or host:port, got "collector"`}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			lookup := func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok }
+			got, err := FromEnv(tt.enabled, lookup)
+			if len(tt.wantErr) > 0 {
+				require.Error(t, err)
+				for _, w := range tt.wantErr {
+					require.Contains(t, err.Error(), w)
+				}
+				return
+			}
+			require.NoError(t, err)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("FromEnv (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestSampler(t *testing.T) {
+	for _, name := range Samplers {
+		require.NotNil(t, sampler(name, 0.5), name)
+	}
+	require.Contains(t, sampler("parentbased_traceidratio", 0.1).Description(), "TraceIDRatioBased{0.1}")
+	require.Equal(t, "AlwaysOnSampler", sampler("always_on", 0).Description())
+}
