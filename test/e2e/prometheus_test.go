@@ -193,9 +193,25 @@ func TestPrometheusDashboardsAndAlerts(t *testing.T) {
 	eppArgs := []string{"--objectives-file", objectives}
 	g := startGrid(t, gridOpts{sites: []string{"a", "b"}, config: promScenarioConfig, site: map[string]gridSiteOpts{
 		"a": {sims: 2, simArgs: simArgs, eppArgs: eppArgs},
-		"b": {sims: 2, simArgs: simArgs, eppArgs: eppArgs},
+		// b's sims answer one generation request in five with a 500, so
+		// that its EPP's circuit breakers open and close (two failures
+		// in a row) and the errors are counted.
+		"b": {sims: 2, simArgs: append(slices.Clone(simArgs), "--error-rate", "0.2"), eppArgs: eppArgs},
 	}})
 	a, b := g.site("a"), g.site("b")
+	// Site b's picker becomes the engine-load-picker, by a hot reload of
+	// its configuration file (the plugins dashboard charts both the
+	// strategy-picker's decisions, at a, and the engine-load-picker's,
+	// at b; a profile has one picker).
+	reloads := func() float64 {
+		return seriesAt(t, b.metrics+"/metrics", metricsToken)[series("switchyard_config_reloads_total", "result", "success")]
+	}
+	before := reloads()
+	bConfig := strings.Replace(promScenarioConfig, "- type: strategy-picker\n  parameters: {strategy: RoundRobin}\n", "- type: engine-load-picker\n", 1)
+	bConfig = strings.Replace(bConfig, "  - pluginRef: strategy-picker\n", "  - pluginRef: engine-load-picker\n", 1)
+	require.NotEqual(t, promScenarioConfig, bConfig)
+	require.NoError(t, os.WriteFile(filepath.Join(b.dir, "config.yaml"), []byte(bConfig), 0o600))
+	require.Eventually(t, func() bool { return reloads() > before }, 30*time.Second, 100*time.Millisecond, "site b never reloaded its configuration")
 
 	// Every process Prometheus scrapes, by job (the dashboards select
 	// by metric name and their own labels, not by job).
@@ -223,8 +239,64 @@ func TestPrometheusDashboardsAndAlerts(t *testing.T) {
 	prom.targetsUp(t, len(targets))
 
 	load := startPromLoad(t, a)
-	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
+
+	t.Run("every alert expression evaluates without error", func(t *testing.T) {
+		for _, r := range alerts {
+			_, err := prom.query(ctx, r.Expr)
+			require.NoError(t, err, "alert %s: %s", r.Alert, r.Expr)
+		}
+		// And the rule manager evaluated every rule without error.
+		require.Eventually(t, func() bool {
+			h, err := prom.ruleHealth(ctx)
+			require.NoError(t, err)
+			for _, r := range alerts {
+				if h[r.Alert] != "ok" {
+					t.Logf("rule %s: %q", r.Alert, h[r.Alert])
+					return false
+				}
+			}
+			return true
+		}, 30*time.Second, time.Second, "every rule evaluated, health ok")
+	})
+
+	// Nothing is broken yet: none of the alerts the test provokes fires
+	// (otherwise their firing below would prove nothing).
+	for _, pa := range provokedAlerts {
+		f, err := prom.firing(ctx, pa.alert)
+		require.NoError(t, err)
+		require.Empty(t, f, "%s fires before the test provoked it", pa.alert)
+	}
+	waitFiring := func(t *testing.T, alert string, match map[string]string) {
+		t.Helper()
+		var got []map[string]string
+		require.Eventually(t, func() bool {
+			var err error
+			got, err = prom.firing(ctx, alert)
+			require.NoError(t, err)
+			for _, l := range got {
+				ok := true
+				for k, v := range match {
+					ok = ok && l[k] == v
+				}
+				if ok {
+					return true
+				}
+			}
+			return false
+		}, 90*time.Second, time.Second, "%s never fired with %v (firing: %v)", alert, match, got)
+	}
+
+	t.Run("an endpoint killed fires its alert", func(t *testing.T) {
+		// While the traffic runs, so that b's EPP sees the failures
+		// (connection refused: breaker and health-check transitions,
+		// which the per-endpoint dashboard charts).
+		b.sims[1].stop(syscall.SIGKILL)
+		for _, pa := range provoked("endpoint killed") {
+			waitFiring(t, pa.alert, pa.labels("b"))
+		}
+	})
 
 	t.Run("every metric a panel or alert uses is exposed after the traffic", func(t *testing.T) {
 		// The names every expression uses, and where they are used.
@@ -250,6 +322,9 @@ func TestPrometheusDashboardsAndAlerts(t *testing.T) {
 		deadline := time.Now().Add(60 * time.Second)
 		for {
 			for _, src := range sources {
+				if src.job == b.simName[1] {
+					continue // killed above
+				}
 				got, err := exposedNames(ctx, src.url, src.token)
 				require.NoError(t, err, src.job)
 				for n := range got {
@@ -315,61 +390,8 @@ func TestPrometheusDashboardsAndAlerts(t *testing.T) {
 			len(pending), len(panels), load.statuses(), b.String())
 	})
 
-	t.Run("every alert expression evaluates without error", func(t *testing.T) {
-		for _, r := range alerts {
-			_, err := prom.query(ctx, r.Expr)
-			require.NoError(t, err, "alert %s: %s", r.Alert, r.Expr)
-		}
-		// And the rule manager evaluated every rule without error.
-		require.Eventually(t, func() bool {
-			h, err := prom.ruleHealth(ctx)
-			require.NoError(t, err)
-			for _, r := range alerts {
-				if h[r.Alert] != "ok" {
-					t.Logf("rule %s: %q", r.Alert, h[r.Alert])
-					return false
-				}
-			}
-			return true
-		}, 30*time.Second, time.Second, "every rule evaluated, health ok")
-	})
-
-	// Nothing is broken yet: none of the alerts the test provokes fires
-	// (otherwise their firing below would prove nothing).
-	for _, pa := range provokedAlerts {
-		f, err := prom.firing(ctx, pa.alert)
-		require.NoError(t, err)
-		require.Empty(t, f, "%s fires before the test provoked it", pa.alert)
-	}
 	load.stop()
 	t.Logf("traffic: %d requests, statuses %v", load.sent.Load(), load.statuses())
-
-	waitFiring := func(t *testing.T, alert string, match map[string]string) {
-		t.Helper()
-		var got []map[string]string
-		require.Eventually(t, func() bool {
-			var err error
-			got, err = prom.firing(ctx, alert)
-			require.NoError(t, err)
-			for _, l := range got {
-				ok := true
-				for k, v := range match {
-					ok = ok && l[k] == v
-				}
-				if ok {
-					return true
-				}
-			}
-			return false
-		}, 90*time.Second, time.Second, "%s never fired with %v (firing: %v)", alert, match, got)
-	}
-
-	t.Run("an endpoint killed fires its alert", func(t *testing.T) {
-		b.sims[1].stop(syscall.SIGKILL)
-		for _, pa := range provoked("endpoint killed") {
-			waitFiring(t, pa.alert, pa.labels("b"))
-		}
-	})
 
 	t.Run("a broken configuration reload fires its alert", func(t *testing.T) {
 		cfgFile := filepath.Join(a.dir, "config.yaml")
