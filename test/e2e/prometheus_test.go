@@ -193,10 +193,10 @@ func TestPrometheusDashboardsAndAlerts(t *testing.T) {
 	eppArgs := []string{"--objectives-file", objectives}
 	g := startGrid(t, gridOpts{sites: []string{"a", "b"}, config: promScenarioConfig, site: map[string]gridSiteOpts{
 		"a": {sims: 2, simArgs: simArgs, eppArgs: eppArgs},
-		// b's sims answer one generation request in five with a 500, so
+		// b's sims answer one generation request in ten with a 500, so
 		// that its EPP's circuit breakers open and close (two failures
 		// in a row) and the errors are counted.
-		"b": {sims: 2, simArgs: append(slices.Clone(simArgs), "--error-rate", "0.2"), eppArgs: eppArgs},
+		"b": {sims: 2, simArgs: append(slices.Clone(simArgs), "--error-rate", "0.1"), eppArgs: eppArgs},
 	}})
 	a, b := g.site("a"), g.site("b")
 	// Site b's picker becomes the engine-load-picker, by a hot reload of
