@@ -148,6 +148,11 @@ func TestManifestsOnAPIServer(t *testing.T) {
 		t.Run(dir, func(t *testing.T) {
 			objs := render(t, dir)
 			for _, u := range objs {
+				// The Prometheus Operator's CRDs are not installed here:
+				// checkMonitoring checks those objects' fields instead.
+				if u.GroupVersionKind().Group == "monitoring.coreos.com" {
+					continue
+				}
 				if err := applyDryRun(ctx, c, ns.Name, u); err != nil {
 					t.Errorf("%s: %v", dir, err)
 				}

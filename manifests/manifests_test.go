@@ -133,6 +133,7 @@ type expectation struct {
 	crdsOnly       bool   // the CRDs alone
 	config         string // the EndpointPickerConfig file mounted ("" = config/default.yaml)
 	multisite      bool   // the site-relay and the EPP's signals source
+	monitoring     bool   // ServiceMonitors, PrometheusRule, dashboard ConfigMaps
 }
 
 var expectations = map[string]expectation{
@@ -142,6 +143,7 @@ var expectations = map[string]expectation{
 	kgatewayDir:                {pool: "vllm-llama3-8b-instruct", replicas: 1, gatewayClass: "kgateway"},
 	envoyDir:                   {pool: "vllm-llama3-8b-instruct", replicas: 1, envoy: true},
 	multiDir:                   {pool: "vllm-llama3-8b-instruct", replicas: 1, multisite: true},
+	monitorDir:                 {pool: "vllm-llama3-8b-instruct", replicas: 1, multisite: true, monitoring: true},
 	"examples/custom-config":   {pool: "vllm-llama3-8b-instruct", replicas: 1, config: "examples/custom-config/default.yaml"},
 	"examples/custom-pool":     {pool: "qwen3-32b", namespace: "llm", replicas: 1, gatewayClass: "istio", destRule: true},
 	"examples/leader-election": {pool: "vllm-llama3-8b-instruct", replicas: 2, leaderElection: true},
@@ -179,6 +181,7 @@ func TestRenderedManifests(t *testing.T) {
 			checkRoutes(t, objs, want)
 			checkDestinationRule(t, objs, want)
 			checkEnvoy(t, objs, want)
+			checkMonitoring(t, objs, want)
 		})
 	}
 }

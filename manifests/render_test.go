@@ -22,6 +22,7 @@ const (
 	kgatewayDir = "overlays/kgateway"
 	envoyDir    = "overlays/envoy"
 	multiDir    = "overlays/multisite"
+	monitorDir  = "overlays/monitoring"
 )
 
 // kustomizations lists every folder holding a kustomization.yaml, found on
@@ -45,7 +46,7 @@ func kustomizations(t testing.TB) []string {
 		t.Fatal(err)
 	}
 	slices.Sort(dirs)
-	for _, want := range []string{baseDir, istioDir, kgatewayDir, envoyDir, multiDir} {
+	for _, want := range []string{baseDir, istioDir, kgatewayDir, envoyDir, multiDir, monitorDir} {
 		if !slices.Contains(dirs, want) {
 			t.Fatalf("no kustomization.yaml in %s (found %v)", want, dirs)
 		}
