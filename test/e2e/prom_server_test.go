@@ -27,21 +27,21 @@ import (
 // it on loopback with its TSDB in a temporary folder, and reads it
 // through its HTTP API (/api/v1/query, /api/v1/alerts, /api/v1/targets).
 
-// promBinary finds the prometheus and promtool binaries on PATH. Without
-// them the test is skipped, or fails when SWITCHYARD_REQUIRE_PROMETHEUS=1
-// (.ci/run sets it).
-func promBinary(t *testing.T) (prometheus, promtool string) {
+// promBinary finds the prometheus binary on PATH. Without it the test is
+// skipped, or fails when SWITCHYARD_REQUIRE_PROMETHEUS=1 (.ci/run sets
+// it). (promtool check rules on the PrometheusRule is
+// manifests/dashboards' test.)
+func promBinary(t *testing.T) string {
 	t.Helper()
-	p, err1 := exec.LookPath("prometheus")
-	pt, err2 := exec.LookPath("promtool")
-	if err1 != nil || err2 != nil {
-		msg := "prometheus and promtool not on PATH (hack/prometheus.sh installs them)"
+	p, err := exec.LookPath("prometheus")
+	if err != nil {
+		msg := "prometheus not on PATH (hack/prometheus.sh installs it)"
 		if os.Getenv("SWITCHYARD_REQUIRE_PROMETHEUS") == "1" {
 			t.Fatal(msg)
 		}
 		t.Skip(msg)
 	}
-	return p, pt
+	return p
 }
 
 // promTarget is one scrape job.
@@ -321,9 +321,9 @@ type promRule struct {
 	Labels map[string]string
 }
 
-// writeRuleFile writes rules as one Prometheus rule group and checks the
-// file with promtool check rules.
-func writeRuleFile(t *testing.T, promtool string, rules []promRule) string {
+// writeRuleFile writes rules as one Prometheus rule group (Prometheus
+// refuses to start on a file it cannot load).
+func writeRuleFile(t *testing.T, rules []promRule) string {
 	t.Helper()
 	var b strings.Builder
 	b.WriteString("groups:\n- name: switchyard-e2e\n  interval: 1s\n  rules:\n")
@@ -341,8 +341,6 @@ func writeRuleFile(t *testing.T, promtool string, rules []promRule) string {
 	}
 	f := filepath.Join(t.TempDir(), "rules.yaml")
 	require.NoError(t, os.WriteFile(f, []byte(b.String()), 0o600))
-	out, err := exec.Command(promtool, "check", "rules", f).CombinedOutput()
-	require.NoError(t, err, "promtool check rules:\n%s\n%s", out, b.String())
 	return f
 }
 

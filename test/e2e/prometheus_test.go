@@ -178,7 +178,7 @@ func TestPrometheusDashboardsAndAlerts(t *testing.T) {
 	if testing.Short() {
 		t.Skip("two sites of processes and a Prometheus")
 	}
-	promBin, promtool := promBinary(t)
+	promBin := promBinary(t)
 	panels, err := dashboardQueries()
 	require.NoError(t, err, "the dashboards' queries")
 	require.NotEmpty(t, panels)
@@ -234,7 +234,7 @@ func TestPrometheusDashboardsAndAlerts(t *testing.T) {
 		r.For = shortenFor(r.For, alertFor)
 		rules = append(rules, r)
 	}
-	ruleFile := writeRuleFile(t, promtool, rules)
+	ruleFile := writeRuleFile(t, rules)
 	prom := startPrometheus(t, promBin, targets, ruleFile)
 	prom.targetsUp(t, len(targets))
 
