@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -163,17 +164,27 @@ func (p *promServer) get(ctx context.Context, path string, q url.Values) (json.R
 	return r.Data, nil
 }
 
-// promResult is an instant query's result: its type and how many
-// samples (series of a vector or matrix; 1 for a scalar or string) it
-// holds, with the first few series for messages.
+// promResult is an instant query's result: its type, how many samples
+// (series of a vector; 1 for a scalar) it holds and how many of them are
+// numbers (not NaN, which a histogram_quantile or a division of rates
+// over no events gives, and Grafana shows as no value), with the first
+// few series for messages.
 type promResult struct {
 	Type    string
 	Samples int
+	Finite  int
 	Series  []string
 }
 
 func (r promResult) String() string {
-	return fmt.Sprintf("%s with %d samples %v", r.Type, r.Samples, r.Series)
+	return fmt.Sprintf("%s with %d samples, %d of them numbers: %v", r.Type, r.Samples, r.Finite, r.Series)
+}
+
+// finite reports whether a sample value of the API ("1.5", "NaN",
+// "+Inf") is a number other than NaN.
+func finite(v string) bool {
+	f, err := strconv.ParseFloat(v, 64)
+	return err == nil && !math.IsNaN(f)
 }
 
 // query evaluates expr at the current time (/api/v1/query).
@@ -191,22 +202,32 @@ func (p *promServer) query(ctx context.Context, expr string) (promResult, error)
 	}
 	out := promResult{Type: d.ResultType}
 	switch d.ResultType {
-	case "vector", "matrix":
+	case "vector":
 		var rs []struct {
 			Metric map[string]string `json:"metric"`
+			Value  [2]any            `json:"value"`
 		}
 		if err := json.Unmarshal(d.Result, &rs); err != nil {
 			return out, err
 		}
 		out.Samples = len(rs)
 		for i, r := range rs {
-			if i == 3 {
-				break
+			if v, ok := r.Value[1].(string); ok && finite(v) {
+				out.Finite++
 			}
-			out.Series = append(out.Series, fmt.Sprint(r.Metric))
+			if i < 3 {
+				out.Series = append(out.Series, fmt.Sprint(r.Metric, " ", r.Value[1]))
+			}
 		}
-	case "scalar", "string":
+	case "scalar":
+		var v [2]any
+		if err := json.Unmarshal(d.Result, &v); err != nil {
+			return out, err
+		}
 		out.Samples = 1
+		if s, ok := v[1].(string); ok && finite(s) {
+			out.Finite = 1
+		}
 	default:
 		return out, fmt.Errorf("unknown result type %q", d.ResultType)
 	}

@@ -171,7 +171,7 @@ func (l *promLoad) stop() {
 
 // promSource is one scraped process: its Prometheus job and /metrics.
 type promSource struct {
-	job, url, token string
+	job, site, url, token string
 }
 
 func TestPrometheusDashboardsAndAlerts(t *testing.T) {
@@ -219,15 +219,15 @@ func TestPrometheusDashboardsAndAlerts(t *testing.T) {
 	var targets []promTarget
 	for _, s := range []*gridSite{a, b} {
 		sources = append(sources,
-			promSource{job: "epp-" + s.name, url: s.metrics + "/metrics", token: metricsToken},
-			promSource{job: "site-relay-" + s.name, url: s.relayAdmin + "/metrics"})
+			promSource{job: "epp-" + s.name, site: s.name, url: s.metrics + "/metrics", token: metricsToken},
+			promSource{job: "site-relay-" + s.name, site: s.name, url: s.relayAdmin + "/metrics"})
 		for i, addr := range s.simAddr {
-			sources = append(sources, promSource{job: s.simName[i], url: "http://" + addr + "/metrics"})
+			sources = append(sources, promSource{job: s.simName[i], site: s.name, url: "http://" + addr + "/metrics"})
 		}
 	}
 	for _, src := range sources {
 		targets = append(targets, promTarget{job: src.job, addr: strings.TrimSuffix(strings.TrimPrefix(src.url, "http://"), "/metrics"),
-			token: src.token, labels: map[string]string{"site": src.job[len(src.job)-1:]}})
+			token: src.token, labels: map[string]string{"site": src.site}})
 	}
 	var rules []promRule
 	for _, r := range alerts {
@@ -358,8 +358,9 @@ func TestPrometheusDashboardsAndAlerts(t *testing.T) {
 
 	t.Run("every panel query returns data through Prometheus's HTTP API", func(t *testing.T) {
 		// While the traffic runs: each query, Grafana variables expanded,
-		// must return at least one sample at some evaluation within
-		// 90 s (queue gauges only hold series while requests wait).
+		// must return at least one sample that is a number (not NaN) at
+		// some evaluation within 90 s (queue gauges only hold series
+		// while requests wait).
 		pending := slices.Clone(panels)
 		last := map[string]string{}
 		deadline := time.Now().Add(90 * time.Second)
@@ -372,7 +373,7 @@ func TestPrometheusDashboardsAndAlerts(t *testing.T) {
 				}
 				res, err := prom.query(ctx, p.expr)
 				require.NoError(t, err, "%s: %s", p, p.expr)
-				if res.Samples == 0 {
+				if res.Finite == 0 {
 					last[p.String()] = res.String()
 					next = append(next, p)
 				}
