@@ -20,20 +20,24 @@ import (
 
 // The dashboards and alerts of issue 16 against a real Prometheus: two
 // sites of the multi-site grid (grid_test.go), each with modelsim
-// servers, an EPP with flow control, the prefix cache, scorers and a
-// strategy picker, a site-relay and the in-repo gateway; a Prometheus
-// process scraping every EPP (with its metrics token), relay and sim
-// every second; traffic that queues in flow control, is refused, and
-// crosses sites. Then, through Prometheus's HTTP API, every panel query
-// returns data, every alert expression evaluates, and the alerts the test
-// provokes fire.
+// servers, an EPP with flow control, the prefix cache, scorers, health
+// check and circuit breaker, a strategy picker (site a) or the
+// engine-load-picker (site b), a site-relay and the in-repo gateway; a
+// Prometheus process scraping every EPP (with its metrics token), relay
+// and sim every second; traffic that queues in flow control, is refused,
+// fails now and then at b and crosses sites. Then every metric name of the
+// dashboards and alerts is in a scrape, through Prometheus's HTTP API
+// every panel query returns data and every alert expression evaluates,
+// and the alerts the test provokes (an endpoint killed, a broken
+// configuration reload, a relay stopped) fire.
 
-// promScenarioConfig is both sites' EPP configuration: GIE's default
-// scorers (prefix cache included) before a strategy picker (scorer-vs-
-// strategy decisions), flow control on with the pool saturated at two
-// requests per endpoint (the sims' batch size), so bursts queue, and a
-// byte bound small enough for a burst to be refused (queue_full); the
-// availability block of gridConfig (shedding on, relays polled every
+// promScenarioConfig is both sites' EPP configuration (site b swaps the
+// picker by a reload): GIE's default scorers (prefix cache included), the
+// engine-load and usage-weight terms (quota-aware observation on), the
+// circuit breaker and an active health check, before a strategy picker
+// (scorer-vs-strategy decisions); flow control on with the pool saturated
+// at two requests per endpoint (the sims' batch size), so bursts queue;
+// the availability block of gridConfig (shedding on, relays polled every
 // 300 ms).
 const promScenarioConfig = `apiVersion: inference.networking.x-k8s.io/v1alpha1
 kind: EndpointPickerConfig
