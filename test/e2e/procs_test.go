@@ -50,7 +50,8 @@ type proc struct {
 	done chan struct{}
 }
 
-// startProc starts a binary of binDir; it is killed when the test ends.
+// startProc starts a binary of binDir (or at an absolute path); it is
+// killed when the test ends.
 func startProc(t *testing.T, name, bin string, args ...string) *proc {
 	t.Helper()
 	return startProcEnv(t, name, bin, nil, args...)
@@ -59,7 +60,11 @@ func startProc(t *testing.T, name, bin string, args ...string) *proc {
 // startProcEnv is startProc with more environment variables (KEY=value).
 func startProcEnv(t *testing.T, name, bin string, env []string, args ...string) *proc {
 	t.Helper()
-	p := &proc{name: name, cmd: exec.Command(filepath.Join(binDir, bin), args...), done: make(chan struct{})}
+	path := bin
+	if !filepath.IsAbs(bin) { // a binary of binDir; an absolute path runs as it is
+		path = filepath.Join(binDir, bin)
+	}
+	p := &proc{name: name, cmd: exec.Command(path, args...), done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
 	pr, pw := io.Pipe()
 	p.cmd.Stdout, p.cmd.Stderr = pw, pw
