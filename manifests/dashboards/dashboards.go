@@ -52,6 +52,10 @@ type Alert struct {
 	Annotations map[string]string
 }
 
+// TargetJobs is the regex of the scrape jobs the SwitchyardTargetDown alert
+// watches: the job names the monitoring overlay's ServiceMonitors produce.
+const TargetJobs = build.TargetJobs
+
 var registerPlugins sync.Once
 
 // Names returns the dashboards' names (file names without .json), sorted.

@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/switchyard-ai/switchyard/manifests/dashboards"
 )
@@ -42,8 +44,13 @@ func alertRules() ([]promRule, error) {
 		return nil, err
 	}
 	out := make([]promRule, 0, len(as))
+	// The test's scrape jobs are named per site (epp-a, site-relay-b),
+	// not after the overlay's Services: the target-down alert watches
+	// those instead.
+	jobs := strconv.Quote(dashboards.TargetJobs)
 	for _, a := range as {
-		out = append(out, promRule{Alert: a.Name, Expr: a.Expr, For: a.For, Labels: a.Labels})
+		expr := strings.ReplaceAll(a.Expr, jobs, `"epp-.+|site-relay-.+"`)
+		out = append(out, promRule{Alert: a.Name, Expr: expr, For: a.For, Labels: a.Labels})
 	}
 	return out, nil
 }
@@ -57,12 +64,19 @@ var provokedAlerts = []provokedAlert{
 	// other site's relay no longer polls the cut one.
 	{fault: "relay cut", alert: "SwitchyardRelayPollFailing", match: map[string]string{"job": "epp-$"}},
 	{fault: "relay cut", alert: "SwitchyardSiteSilent", match: map[string]string{"peer": "$"}},
+	// Prometheus's scrapes of the stopped relay fail.
+	{fault: "relay cut", alert: "SwitchyardTargetDown", match: map[string]string{"job": "site-relay-$"}},
+	// Every model server of the site gone: its EPP's health checks take
+	// them out of rotation.
+	{fault: "site's endpoints killed", alert: "SwitchyardNoReadyEndpoints", match: map[string]string{"job": "epp-$"}},
 }
 
 // promSkippedNames: metric names the static check may not find in a
-// scrape, each with its reason. None: every name the dashboards and
+// scrape, each with its reason. Every other name the dashboards and
 // alerts use is exposed in TestPrometheusDashboardsAndAlerts' scenario.
-var promSkippedNames = map[string]string{}
+var promSkippedNames = map[string]string{
+	"up": "Prometheus's own series per target, not exposed by a target",
+}
 
 // promSkippedPanels: panels (by panelQuery.String) that cannot get data
 // from the scenario, each with its reason. None.

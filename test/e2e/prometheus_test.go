@@ -29,7 +29,8 @@ import (
 // dashboards and alerts is in a scrape, through Prometheus's HTTP API
 // every panel query returns data and every alert expression evaluates,
 // and the alerts the test provokes (an endpoint killed, a broken
-// configuration reload, a relay stopped) fire.
+// configuration reload, a relay stopped, every endpoint of a site killed)
+// fire.
 
 // promScenarioConfig is both sites' EPP configuration (site b swaps the
 // picker by a reload): GIE's default scorers (prefix cache included), the
@@ -409,6 +410,15 @@ func TestPrometheusDashboardsAndAlerts(t *testing.T) {
 	t.Run("a relay cut fires its alerts", func(t *testing.T) {
 		b.relay.stop(syscall.SIGTERM)
 		for _, pa := range provoked("relay cut") {
+			waitFiring(t, pa.alert, pa.labels("b"))
+		}
+	})
+
+	t.Run("every endpoint of a site killed fires its alert", func(t *testing.T) {
+		// b.sims[1] was killed above; with b.sims[0] gone too, b's
+		// active health checks take both out of rotation.
+		b.sims[0].stop(syscall.SIGKILL)
+		for _, pa := range provoked("site's endpoints killed") {
 			waitFiring(t, pa.alert, pa.labels("b"))
 		}
 	})

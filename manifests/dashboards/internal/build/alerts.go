@@ -36,6 +36,32 @@ func alert(name, expr, forDur, severity, summary, description string) Alert {
 	}
 }
 
+// TargetJobs is the regex of the scrape jobs SwitchyardTargetDown watches:
+// the job names the overlay's ServiceMonitors produce (the Prometheus
+// Operator names a job after the Service: switchyard for the EPP,
+// switchyard-site-relay for the site-relay). Change it with the Services.
+const TargetJobs = "switchyard|switchyard-site-relay"
+
+// preParseReasons are the refusal reasons counted before the body is
+// parsed, so before inference_objective_request_total counts the request:
+// the refusal ratio adds them to its denominator.
+const preParseReasons = "bad_request|protocol_error|body_timeout|body_too_large|buffer_budget_exhausted"
+
+// NoRoutableEndpointsExpr is 0 per EPP job while no endpoint is routable or
+// half-open. switchyard_endpoints reports every rotation state, with 0 for
+// an empty one, so the sum is 0 (not absent) when all are out of rotation;
+// max over the job's replicas, each of which keeps its own datastore.
+const NoRoutableEndpointsExpr = `max by (namespace, job) (sum by (namespace, job, instance) (switchyard_endpoints{state=~"routable|half_open"})) == 0`
+
+// requestsIn is the rate of requests an EPP job received: those the body
+// parser counted, plus the refusals before it.
+const requestsIn = `(sum by (namespace, job) (rate(inference_objective_request_total[5m])) + (sum by (namespace, job) (rate(switchyard_request_refusals_total{reason=~"` + preParseReasons + `"}[5m])) or sum by (namespace, job) (rate(inference_objective_request_total[5m])) * 0))`
+
+// RefusalRatioExpr is the share of an EPP job's requests it refused in 5
+// minutes, at most 1 (a bodiless request refused with no_endpoints is
+// counted by neither), where the job received at least 0.1 requests/s.
+const RefusalRatioExpr = `clamp_max(sum by (namespace, job) (rate(switchyard_request_refusals_total[5m])) / ` + requestsIn + `, 1) and on (namespace, job) ` + requestsIn + ` > 0.1`
+
 // RuleGroups returns the alerting rules, in a fixed order. Thresholds are
 // chosen for a pool that serves steady traffic; tune them in the generated
 // PrometheusRule (or here, then regenerate) for yours.
@@ -43,17 +69,18 @@ func RuleGroups() []RuleGroup {
 	return []RuleGroup{
 		{Name: "switchyard-epp", Rules: []Alert{
 			alert("SwitchyardNoReadyEndpoints",
-				`sum by (namespace, job, name) (inference_pool_ready_pods) == 0`,
+				NoRoutableEndpointsExpr,
 				"1m", critical,
-				"InferencePool {{ $labels.name }} has no ready endpoint",
-				"The EPP {{ $labels.job }} in {{ $labels.namespace }} has no endpoint with fresh metrics, so it refuses every request (503). "+
-					"Check that the model-server pods of the pool run and are Ready, that their metrics port answers the EPP's scrape "+
-					"(switchyard_scrape_errors_total by reason), and /debug/endpoints on the EPP's metrics port for each endpoint's state."),
+				"EPP {{ $labels.job }} has no endpoint in rotation",
+				"No endpoint of the pool of the EPP {{ $labels.job }} in {{ $labels.namespace }} is routable or half-open: each is stale, unhealthy (active health check) or its circuit breaker is open, "+
+					"or the pool has no endpoint at all, so the EPP refuses requests with 503 no_endpoints. "+
+					"Check that the model-server pods of the pool run and are Ready and answer their health and metrics ports "+
+					"(switchyard_scrape_errors_total by reason, switchyard_health_check_transitions_total), and /debug/endpoints on the EPP's metrics port for each endpoint's state."),
 			alert("SwitchyardRefusalRatioHigh",
-				`sum by (namespace, job) (rate(switchyard_request_refusals_total[5m])) / sum by (namespace, job) (rate(inference_objective_request_total[5m])) > 0.05`,
+				RefusalRatioExpr+` > 0.05`,
 				"10m", warning,
 				"EPP {{ $labels.job }} refuses {{ $value | humanizePercentage }} of requests",
-				"More than 5% of the requests the EPP {{ $labels.job }} in {{ $labels.namespace }} received in 5 minutes were answered by the EPP itself instead of routed. "+
+				"More than 5% of the requests the EPP {{ $labels.job }} in {{ $labels.namespace }} received in 5 minutes (at least 0.1 requests/s) were answered by the EPP itself instead of routed. "+
 					"The reason label of switchyard_request_refusals_total says why (no endpoints, admission, flow control, bad request…); "+
 					"open the \"Switchyard / Pool overview\" dashboard, panel \"Refusals by reason\", and /debug/decisions for single refusals."),
 			alert("SwitchyardEndpointMetricsStale",
@@ -75,19 +102,26 @@ func RuleGroups() []RuleGroup {
 				"Flow-control queue of EPP {{ $labels.job }} is {{ $value | humanizePercentage }} full ({{ $labels.limit }})",
 				"Queued requests (limit=requests) or bytes (limit=bytes) of the EPP {{ $labels.job }} in {{ $labels.namespace }} are above 90% of flowControl.maxRequests or maxBytes; "+
 					"new requests will be rejected with queue_full. Add endpoints, raise the limit, or check why dispatch stalls (pool saturation on the \"Switchyard / Flow control\" dashboard)."),
+			alert("SwitchyardTargetDown",
+				`max by (namespace, job) (up{job=~"`+TargetJobs+`"}) == 0`,
+				"2m", critical,
+				"Prometheus cannot scrape {{ $labels.job }}",
+				"Every target of the job {{ $labels.job }} in {{ $labels.namespace }} (the EPP or the site-relay) has failed its scrape for 2 minutes: the process is down, not Ready, "+
+					"or its metrics port refuses the scrape (for the EPP, check the metrics token). While it lasts no other Switchyard alert of that job can fire. "+
+					"Check the pods of the job, their events and logs, and the ServiceMonitor's port."),
 		}},
 		{Name: "switchyard-multisite", Rules: []Alert{
 			alert("SwitchyardRelayPollFailing",
-				`time() - max by (namespace, job) (grid_signals_last_success_timestamp_seconds) > 30`,
+				`time() - max by (namespace, job) (grid_signals_last_success_timestamp_seconds > 0) > 30 or max by (namespace, job) (grid_signals_last_success_timestamp_seconds) == 0`,
 				"1m", critical,
-				"EPP {{ $labels.job }} has not heard its site-relay for {{ $value | humanizeDuration }}",
+				"EPP {{ $labels.job }} has not heard its site-relay for 30 s or more (or never)",
 				"The EPP {{ $labels.job }} in {{ $labels.namespace }} has had no ok poll of its site-relay for over 30 s, so its view of the other sites' load ages. "+
 					"grid_signals_poll_total by result says why (unreachable, unauthorized, bad_identity, too_large, no_date); check the relay's pod, its Service, "+
 					"and the signals client certificate and expected identity (--signals-relay-identity)."),
 			alert("SwitchyardSiteSilent",
-				`time() - max by (namespace, peer) (grid_peer_poll_last_success_timestamp_seconds) > 60`,
+				`time() - max by (namespace, peer) (grid_peer_poll_last_success_timestamp_seconds > 0) > 60 or max by (namespace, peer) (grid_peer_poll_last_success_timestamp_seconds) == 0`,
 				"2m", warning,
-				"Site {{ $labels.peer }} has not answered the site-relay for {{ $value | humanizeDuration }}",
+				"Site {{ $labels.peer }} has not answered the site-relay for a minute or more (or never)",
 				"The site-relay in {{ $labels.namespace }} has had no ok poll of the peer relay of site {{ $labels.peer }} for over a minute, so that site's load is unknown and it is drawn with its last weight or the explore floor. "+
 					"grid_peer_poll_total by outcome says why; check the peer's relay, the network path between sites and the mutual-TLS certificates."),
 			alert("SwitchyardModelShedding",

@@ -78,6 +78,7 @@ type panel struct {
 	unit        string
 	width       uint32
 	max         *float64
+	mappings    []dashboard.ValueMapping
 	targets     []target
 }
 
@@ -183,7 +184,7 @@ func (p panel) builder(id uint32) cog.Builder[dashboard.Panel] {
 	case kindStat:
 		pb := stat.NewPanelBuilder().Id(id).Title(p.title).Description(p.desc).
 			Datasource(datasourceRef()).Span(width).Height(6).Unit(p.unit).
-			GraphMode(common.BigValueGraphModeArea).ColorMode(common.BigValueColorModeValue)
+			GraphMode(common.BigValueGraphModeNone).ColorMode(common.BigValueColorModeValue)
 		for _, q := range targets {
 			pb = pb.WithTarget(q)
 		}
@@ -191,6 +192,9 @@ func (p panel) builder(id uint32) cog.Builder[dashboard.Panel] {
 	case kindStateTimeline:
 		pb := statetimeline.NewPanelBuilder().Id(id).Title(p.title).Description(p.desc).
 			Datasource(datasourceRef()).Span(width).Height(8).Unit(p.unit)
+		if p.mappings != nil {
+			pb = pb.Mappings(p.mappings)
+		}
 		for _, q := range targets {
 			pb = pb.WithTarget(q)
 		}

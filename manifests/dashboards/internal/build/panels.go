@@ -1,6 +1,12 @@
 package build
 
-import "github.com/grafana/grafana-foundation-sdk/go/cog"
+import (
+	"fmt"
+	"strconv"
+
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+)
 
 // sel returns a selector with extra matchers after the dashboard's.
 func sel(base string, extra ...string) string {
@@ -19,6 +25,55 @@ func quantile(q, metric, selector, by string) string {
 	return "histogram_quantile(" + q + ", sum by (" + by + ") (" + rateOf(metric+"_bucket", selector) + "))"
 }
 
+// refusedShare is the share of requests refused in 5 minutes: refusals over
+// requests received, those refused before the body parser counted them
+// (preParseReasons) added, at most 1.
+func refusedShare(e string) string {
+	refused := "sum(rate(switchyard_request_refusals_total" + e + "[5m]))"
+	received := "sum(rate(inference_objective_request_total" + e + "[5m]))"
+	early := "sum(rate(switchyard_request_refusals_total" + sel(epp, `reason=~"`+preParseReasons+`"`) + "[5m]))"
+	return "clamp_max(" + refused + " / ((" + received + " or vector(0)) + (" + early + " or vector(0))), 1)"
+}
+
+// Rotation states as the state timeline draws them: each state's value
+// and colour.
+var rotationStates = []struct {
+	state, color string
+}{
+	{"routable", "green"}, {"half_open", "yellow"}, {"stale", "orange"}, {"unhealthy", "red"}, {"breaker_open", "purple"},
+}
+
+// rotationStateExpr gives one series per endpoint whose value is its
+// rotation state's index in rotationStates.
+func rotationStateExpr(e string) string {
+	s := "max by (endpoint) ("
+	for i, st := range rotationStates {
+		if i > 0 {
+			s += " or "
+		}
+		s += fmt.Sprintf("switchyard_endpoint_health%s * %d", sel(epp, `state="`+st.state+`"`), i)
+	}
+	return s + ")"
+}
+
+func rotationMappings() []dashboard.ValueMapping {
+	opts := map[string]dashboard.ValueMappingResult{}
+	for i, st := range rotationStates {
+		opts[strconv.Itoa(i)] = dashboard.ValueMappingResult{Text: cog.ToPtr(st.state), Color: cog.ToPtr(st.color), Index: cog.ToPtr(int32(i))}
+	}
+	return []dashboard.ValueMapping{{ValueMap: &dashboard.ValueMap{Type: dashboard.MappingTypeValueToText, Options: opts}}}
+}
+
+// sheddingMappings: grid_route_shedding is 0 or 1, grid_route_gateway_up
+// plus 2 is 2 (down) or 3 (up).
+func sheddingMappings() []dashboard.ValueMapping {
+	opts := map[string]dashboard.ValueMappingResult{}
+	for i, m := range []struct{ text, color string }{{"serving", "green"}, {"shed", "red"}, {"down", "red"}, {"up", "green"}} {
+		opts[strconv.Itoa(i)] = dashboard.ValueMappingResult{Text: cog.ToPtr(m.text), Color: cog.ToPtr(m.color), Index: cog.ToPtr(int32(i))}
+	}
+	return []dashboard.ValueMapping{{ValueMap: &dashboard.ValueMap{Type: dashboard.MappingTypeValueToText, Options: opts}}}
+}
+
 func poolOverview() spec {
 	e := sel(epp)
 	return spec{
@@ -29,14 +84,14 @@ func poolOverview() spec {
 		job:   true,
 		rows: []row{{panels: []panel{
 			{kind: kindStat, width: 6, title: "Ready endpoints",
-				desc:    "Can the pool serve at all? Endpoints with fresh metrics (inference_pool_ready_pods); 0 means every request is refused.",
-				targets: []target{t("sum by (name) (inference_pool_ready_pods"+e+")", "{{name}}")}},
+				desc:    "Can the pool serve at all? Endpoints in rotation (routable or half_open) per EPP job, the largest over its replicas; 0 means every request is refused with no_endpoints.",
+				targets: []target{t("max by (job) (sum by (job, instance) (switchyard_endpoints"+sel(epp, `state=~"routable|half_open"`)+"))", "{{job}}")}},
 			{kind: kindStat, width: 6, title: "Refused share (5m)", unit: "percentunit",
-				desc:    "What fraction of requests does the EPP answer itself instead of routing? Refusals over requests received in the last 5 minutes.",
-				targets: []target{t("sum(increase(switchyard_request_refusals_total"+e+"[5m])) / clamp_min(sum(increase(inference_objective_request_total"+e+"[5m])), 1)", "refused")}},
+				desc:    "What fraction of requests does the EPP answer itself instead of routing? Refusals over requests received in the last 5 minutes, those refused before their body was parsed included; at most 100%.",
+				targets: []target{t(refusedShare(e), "refused")}},
 			{kind: kindTimeseries, width: 12, title: "Endpoints by rotation state",
 				desc:    "Why is an endpoint not picked? Endpoints per rotation state: routable, half_open (breaker trial), stale (metrics not fresh), unhealthy (active health check), breaker_open.",
-				targets: []target{t("sum by (state) (switchyard_endpoints"+e+")", "{{state}}")}},
+				targets: []target{t("sum by (state) (max by (job, state) (switchyard_endpoints"+e+"))", "{{state}}")}},
 			ts("Requests by outcome", "Are requests scheduled? Requests received per model, scheduling attempts by status, and errors by GIE error code (the status the client got: BadRequest, NotFound, Internal…).", "reqps",
 				t("sum by (model_name) ("+rateOf("inference_objective_request_total", e)+")", "received {{model_name}}"),
 				t("sum by (status) ("+rateOf("inference_extension_scheduler_attempts_total", e)+")", "scheduled {{status}}"),
@@ -74,20 +129,21 @@ func perEndpoint() spec {
 			ts("Waiting queue per endpoint", "Which endpoint is backed up? Waiting-queue length per endpoint as the EPP last scraped it (stale endpoints included).", "short",
 				t("max by (model_server_pod) (inference_pool_per_pod_queue_size"+e+")", "{{model_server_pod}}")),
 			ts("In-flight per endpoint", "How many requests does each model server run now? vllm:num_requests_running of the model servers (their own scrape).", "short",
-				t("sum by (instance) (vllm:num_requests_running"+m+")", "{{instance}}")),
+				t("sum by (pod) (vllm:num_requests_running"+m+")", "{{pod}}")),
 			{kind: kindTimeseries, width: 12, title: "KV-cache usage per endpoint", unit: "percentunit", max: cog.ToPtr(1.0),
 				desc:    "Which endpoint is near its KV-cache limit? vllm:kv_cache_usage_perc of the model servers.",
-				targets: []target{t("max by (instance) (vllm:kv_cache_usage_perc"+m+")", "{{instance}}")}},
+				targets: []target{t("max by (pod) (vllm:kv_cache_usage_perc"+m+")", "{{pod}}")}},
 			{kind: kindStateTimeline, width: 24, title: "Rotation state per endpoint",
-				desc:    "Is an endpoint out of rotation, and why? Each endpoint's current state: routable, half_open, stale (metrics not fresh), unhealthy (health checks) or breaker_open.",
-				targets: []target{t("max by (endpoint, state) (switchyard_endpoint_health"+e+") == 1", "{{endpoint}} {{state}}")}},
+				desc:     "Is an endpoint out of rotation, and why? One row per endpoint, coloured by its state: routable, half_open, stale (metrics not fresh), unhealthy (health checks) or breaker_open.",
+				mappings: rotationMappings(),
+				targets:  []target{t(rotationStateExpr(e), "{{endpoint}}")}},
 			ts("Stale endpoints and scrape errors", "Is the EPP deciding on old data? Endpoints whose metrics are not fresh or whose load is unknown, and failed metrics scrapes by reason.", "short",
-				t("sum(switchyard_endpoints_stale"+e+")", "stale endpoints"),
-				t("sum(switchyard_endpoints_load_unknown"+e+")", "load unknown"),
+				t("sum(max by (job) (switchyard_endpoints_stale"+e+"))", "stale endpoints"),
+				t("sum(max by (job) (switchyard_endpoints_load_unknown"+e+"))", "load unknown"),
 				t("sum by (reason) ("+rateOf("switchyard_scrape_errors_total", e)+")", "scrape errors {{reason}}/s")),
 			ts("Health and breaker transitions", "Are endpoints flapping? Circuit-breaker state changes and active health-check verdict changes.", "short",
-				t("sum by (to) (increase(switchyard_circuit_breaker_transitions_total"+e+"["+rate+"]))", "breaker to {{to}}"),
-				t("sum by (to) (increase(switchyard_health_check_transitions_total"+e+"["+rate+"]))", "health check to {{to}}")),
+				t("sum by (to) ("+rateOf("switchyard_circuit_breaker_transitions_total", e)+")", "breaker to {{to}}/s"),
+				t("sum by (to) ("+rateOf("switchyard_health_check_transitions_total", e)+")", "health check to {{to}}/s")),
 		}}},
 	}
 }
@@ -134,8 +190,8 @@ func flowControl() spec {
 				t("sum by (priority) (inference_extension_flow_control_queue_size"+e+")", "priority {{priority}}")),
 			ts("Queue bytes per priority", "How much memory do waiting requests hold against flowControl.maxBytes, per priority band?", "bytes",
 				t("sum by (priority) (inference_extension_flow_control_queue_bytes"+e+")", "priority {{priority}}")),
-			ts("Queue wait p99 per priority", "How long do requests wait before dispatch, per priority band?", "s",
-				t(quantile("0.99", "inference_extension_flow_control_request_queue_duration_seconds", e, "le, priority"), "priority {{priority}}")),
+			ts("Queue wait p99 per priority", "How long do dispatched requests wait before dispatch, per priority band (outcome Dispatched)?", "s",
+				t(quantile("0.99", "inference_extension_flow_control_request_queue_duration_seconds", sel(epp, `outcome="Dispatched"`), "le, priority"), "priority {{priority}}")),
 			ts("Outcomes by reason", "Why were requests turned away? Requests through flow control by outcome: dispatched, queue_full, saturated, ttl_expired, no_endpoints, cancelled.", "reqps",
 				t("sum by (outcome) ("+rateOf("switchyard_flow_control_outcomes_total", e)+")", "{{outcome}}")),
 			{kind: kindTimeseries, width: 24, title: "Queue utilisation and pool saturation", unit: "percentunit",
@@ -177,10 +233,11 @@ func multiSite() spec {
 				ts("Decisions by site and reason", "Where did requests go and why? Site decisions per site and reason; refusals (shed, no_route, model_not_found, no_model) have no site.", "reqps",
 					t("sum by (site, reason) ("+rateOf("grid_route_decisions_total", e)+")", "{{site}} {{reason}}")),
 				{kind: kindStateTimeline, width: 12, title: "Shedding and remote gateways",
-					desc: "Is a model shed, and can remote sites be reached? 1 while a model is shed; 1 while a remote site's gateway passes its health probes.",
+					desc:     "Is a model shed, and can remote sites be reached? One row per model (serving or shed) and per remote site's gateway (up while it passes its health probes, else down).",
+					mappings: sheddingMappings(),
 					targets: []target{
-						t("max by (model) (grid_route_shedding"+e+")", "shed {{model}}"),
-						t("max by (site) (grid_route_gateway_up"+e+")", "gateway up {{site}}"),
+						t("max by (model) (grid_route_shedding"+e+")", "model {{model}}"),
+						t("max by (site) (grid_route_gateway_up"+e+") + 2", "gateway {{site}}"),
 					}},
 			}},
 			{title: "Signals (EPP ← site-relay)", panels: []panel{
@@ -188,21 +245,21 @@ func multiSite() spec {
 					t("sum by (result) ("+rateOf("grid_signals_poll_total", e)+")", "{{result}}")),
 				{kind: kindTimeseries, width: 6, title: "Signals age", unit: "s",
 					desc:    "How old is the load the EPP decides on? Seconds since the last ok poll of the site-relay.",
-					targets: []target{t("time() - max(grid_signals_last_success_timestamp_seconds"+e+")", "since last ok poll")}},
+					targets: []target{t("time() - max(grid_signals_last_success_timestamp_seconds"+e+" > 0)", "since last ok poll")}},
 				{kind: kindTimeseries, width: 6, title: "Signals size vs ceiling", unit: "percentunit",
 					desc:    "Will the relay's response outgrow the EPP's 1 MiB read ceiling? The last ok response's size over 1 MiB.",
 					targets: []target{t("max(grid_signals_response_bytes"+e+") / 1048576", "response / 1 MiB")}},
 				ts("Ingest drops by reason", "Which rows of the signals were refused? EPP: skew, site_mismatch, cap, parse; relay: the same per peer.", "short",
-					t("sum by (reason) (increase(grid_signals_ingest_dropped_total"+e+"["+rate+"]))", "EPP {{reason}}"),
-					t("sum by (peer, reason) (increase(grid_peer_ingest_dropped_total"+r+"["+rate+"]))", "relay {{peer}} {{reason}}")),
+					t("sum by (reason) ("+rateOf("grid_signals_ingest_dropped_total", e)+")", "EPP {{reason}}/s"),
+					t("sum by (peer, reason) ("+rateOf("grid_peer_ingest_dropped_total", r)+")", "relay {{peer}} {{reason}}/s")),
 				ts("Relay truncation", "What did the relay leave out to stay under 768 KiB: whole targets or lines beyond 4096, per store?", "short",
-					t("sum by (store, cut) (increase(grid_signals_relay_truncated_total"+r+"["+rate+"]))", "{{store}} {{cut}}")),
+					t("sum by (store, cut) ("+rateOf("grid_signals_relay_truncated_total", r)+")", "{{store}} {{cut}}/s")),
 			}},
 			{title: "Site-relay", panels: []panel{
 				ts("Peer polls by outcome", "Does the relay hear its peers? Polls of each peer relay by outcome.", "reqps",
 					t("sum by (peer, outcome) ("+rateOf("grid_peer_poll_total", r)+")", "{{peer}} {{outcome}}")),
 				ts("Time since a peer's last good poll", "Is a site silent? Seconds since each peer relay last answered ok.", "s",
-					t("time() - max by (peer) (grid_peer_poll_last_success_timestamp_seconds"+r+")", "{{peer}}")),
+					t("time() - max by (peer) (grid_peer_poll_last_success_timestamp_seconds"+r+" > 0)", "{{peer}}")),
 				ts("Relay scrapes of the EPP by result", "Does the relay read this site's EPP? Scrapes per provider and result.", "reqps",
 					t("sum by (provider, result) ("+rateOf("grid_relay_scrapes_total", r)+")", "{{provider}} {{result}}")),
 				ts("Signals requests by client", "Who reads the relay: the local EPP, peers, or refused identities?", "reqps",
