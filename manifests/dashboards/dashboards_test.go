@@ -187,11 +187,7 @@ func TestExpressionsUseDeclaredMetrics(t *testing.T) {
 			if _, ok := prometheusSeries[n]; ok {
 				continue
 			}
-			base := n
-			for _, suf := range []string{"_bucket", "_sum", "_count"} {
-				base = strings.TrimSuffix(base, suf)
-			}
-			if _, ok := declared[base]; ok && base != n {
+			if _, ok := seriesLabels(declared, n); ok {
 				continue
 			}
 			t.Errorf("%s: metric %s is declared by nothing Switchyard runs", e.where, n)

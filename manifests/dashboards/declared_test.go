@@ -10,12 +10,14 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
@@ -36,35 +38,110 @@ import (
 	"github.com/switchyard-ai/switchyard/pkg/server"
 )
 
-// recorder is a prometheus.Registerer that notes the fully-qualified name
-// of every metric described by a collector registered on it, and passes the
-// registration on to a real registry (so "already registered" behaves as
-// in the binaries).
+// declared is one declared metric: where it came from, its variable
+// labels and whether it is a histogram or a summary (whose series are
+// name_bucket with le, name_sum and name_count, or name with quantile,
+// name_sum and name_count).
+type declared struct {
+	from   string
+	labels []string
+	kind   string // "", kindHistogram or kindSummary
+}
+
+const (
+	kindHistogram = "histogram"
+	kindSummary   = "summary"
+)
+
+// recorder is a prometheus.Registerer that notes the fully-qualified name,
+// variable labels and kind of every metric described by a collector
+// registered on it, and passes the registration on to a real registry (so
+// "already registered" behaves as in the binaries).
 type recorder struct {
 	reg   *prometheus.Registry
 	mu    sync.Mutex
-	names map[string]string // name -> where it came from
+	names map[string]*declared
 	from  string
 }
 
 var (
-	fqName         = regexp.MustCompile(`fqName: "([^"]+)"`)
+	descRE         = regexp.MustCompile(`fqName: "([^"]+)".*variableLabels: \{([^}]*)\}\}$`)
 	nestedInstance = regexp.MustCompile(`no ([a-z-]+) instance "([^"]+)"`)
 )
 
 func newRecorder() *recorder {
-	return &recorder{reg: prometheus.NewRegistry(), names: map[string]string{}}
+	return &recorder{reg: prometheus.NewRegistry(), names: map[string]*declared{}}
+}
+
+// parseDesc returns a Desc's name and variable labels (a constrained
+// label prints as c(name)).
+func parseDesc(d *prometheus.Desc) (string, []string, bool) {
+	m := descRE.FindStringSubmatch(d.String())
+	if m == nil {
+		return "", nil, false
+	}
+	labels := []string{}
+	for _, l := range strings.Split(m[2], ",") {
+		if l = strings.TrimSuffix(strings.TrimPrefix(l, "c("), ")"); l != "" {
+			labels = append(labels, l)
+		}
+	}
+	return m[1], labels, true
 }
 
 func (r *recorder) Register(c prometheus.Collector) error {
+	kind := ""
+	switch c.(type) {
+	case *prometheus.HistogramVec:
+		kind = kindHistogram
+	case *prometheus.SummaryVec:
+		kind = kindSummary
+	}
 	ch := make(chan *prometheus.Desc, 64)
 	go func() { c.Describe(ch); close(ch) }()
+	var names []string
 	for d := range ch {
-		if m := fqName.FindStringSubmatch(d.String()); m != nil {
-			r.add(m[1])
+		if name, labels, ok := parseDesc(d); ok {
+			r.addLabels(name, labels, kind)
+			names = append(names, name)
+		}
+	}
+	// A vector wrapped in another type (a struct embedding a
+	// *HistogramVec) gets a child, so that it collects one.
+	if ov, ok := c.(prometheus.ObserverVec); ok && kind == "" && len(names) == 1 {
+		n := len(r.names[names[0]].labels)
+		_, _ = ov.GetMetricWithLabelValues(slices.Repeat([]string{"x"}, n)...)
+	}
+	// A collector that is not a vector (a single histogram, a wrapped
+	// vector, or a custom collector) says its kind through the metrics it
+	// collects.
+	mc := make(chan prometheus.Metric, 64)
+	go func() { c.Collect(mc); close(mc) }()
+	for m := range mc {
+		var pb dto.Metric
+		if m.Write(&pb) != nil {
+			continue
+		}
+		name, _, ok := parseDesc(m.Desc())
+		if !ok {
+			continue
+		}
+		switch {
+		case pb.Histogram != nil:
+			r.setKind(name, kindHistogram)
+		case pb.Summary != nil:
+			r.setKind(name, kindSummary)
 		}
 	}
 	return r.reg.Register(c)
+}
+
+func (r *recorder) setKind(name, kind string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if d, ok := r.names[name]; ok {
+		d.kind = kind
+	}
 }
 
 func (r *recorder) MustRegister(cs ...prometheus.Collector) {
@@ -77,23 +154,44 @@ func (r *recorder) MustRegister(cs ...prometheus.Collector) {
 
 func (r *recorder) Unregister(c prometheus.Collector) bool { return r.reg.Unregister(c) }
 
-func (r *recorder) add(name string) {
+func (r *recorder) addLabels(name string, labels []string, kind string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if _, ok := r.names[name]; !ok {
-		r.names[name] = r.from
+		r.names[name] = &declared{from: r.from, labels: labels, kind: kind}
 	}
 }
 
+// sourceDecl is a metric declared by code this test cannot build cheaply.
+type sourceDecl struct {
+	file   string
+	labels []string
+}
+
 // sourceDeclared are metrics registered by code this test cannot build
-// cheaply (they need a running server or relay), each with the file that
-// declares it. The test checks that the file still holds the name, so the
-// list cannot rot silently; the running check against a scraped EPP and
-// site-relay is the e2e test's.
-var sourceDeclared = map[string]string{
-	"switchyard_endpoints":                   "pkg/server/eligibility.go",
-	"switchyard_endpoint_health":             "pkg/server/eligibility.go",
-	"switchyard_site_topology_reloads_total": "pkg/multisite/topology/watcher.go",
+// cheaply (they need a running server or relay, or an unexported
+// constructor), each with the file that declares it and its variable
+// labels. The test checks that the file still holds the name (as a string
+// or the exported constant's value) and the label list as a Go literal, so
+// the list cannot rot silently; the running check against a scraped EPP
+// and site-relay is the e2e test's.
+var sourceDeclared = map[string]sourceDecl{
+	"switchyard_endpoints":                   {"pkg/server/eligibility.go", []string{"state"}},
+	"switchyard_endpoint_health":             {"pkg/server/eligibility.go", []string{"endpoint", "state"}},
+	"switchyard_site_topology_reloads_total": {"pkg/multisite/topology/watcher.go", []string{"result"}},
+	server.NameFlowPoolSaturation:            {"pkg/server/flowcontrol.go", []string{"inference_pool"}},
+	server.NameFlowQueueUtilization:          {"pkg/server/flowcontrol.go", []string{"limit"}},
+	server.NameFlowOutcomes:                  {"pkg/server/flowcontrol.go", []string{"outcome"}},
+	relay.MetricPeerPolls:                    {"pkg/multisite/relay/metrics.go", []string{"peer", "outcome"}},
+	relay.MetricPeerLastSuccess:              {"pkg/multisite/relay/metrics.go", []string{"peer"}},
+	relay.MetricPeerRounds:                   {"pkg/multisite/relay/metrics.go", nil},
+	relay.MetricPeerDropped:                  {"pkg/multisite/relay/metrics.go", []string{"peer", "reason"}},
+	relay.MetricTruncated:                    {"pkg/multisite/relay/metrics.go", []string{"store", "cut"}},
+	relay.MetricRequests:                     {"pkg/multisite/relay/metrics.go", []string{"client"}},
+	relay.MetricResponseBytes:                {"pkg/multisite/relay/metrics.go", []string{"client"}},
+	relay.MetricScrapes:                      {"pkg/multisite/relay/metrics.go", []string{"provider", "result"}},
+	relay.MetricMetricsAvail:                 {"pkg/multisite/relay/metrics.go", []string{"provider"}},
+	relay.MetricUnattributed:                 {"pkg/multisite/relay/metrics.go", nil},
 }
 
 // declaredMetrics returns every metric name Switchyard's EPP, its plugins,
@@ -101,7 +199,7 @@ var sourceDeclared = map[string]string{
 // metrics on a recording Registerer, scrapes a real modelsim over HTTP,
 // and adds the exported name constants of the site-relay and the flow
 // controller.
-func declaredMetrics(t *testing.T) map[string]string {
+func declaredMetrics(t *testing.T) map[string]*declared {
 	t.Helper()
 	rec := newRecorder()
 	step := func(from string, f func() error) {
@@ -169,36 +267,33 @@ func declaredMetrics(t *testing.T) map[string]string {
 			}
 		}
 	}
-	rec.from = "exported constants"
-	for _, n := range []string{
-		server.NameFlowPoolSaturation, server.NameFlowQueueUtilization, server.NameFlowOutcomes,
-		relay.MetricPeerPolls, relay.MetricPeerLastSuccess, relay.MetricPeerRounds, relay.MetricPeerDropped,
-		relay.MetricTruncated, relay.MetricRequests, relay.MetricResponseBytes, relay.MetricScrapes,
-		relay.MetricMetricsAvail, relay.MetricUnattributed,
-	} {
-		rec.add(n)
-	}
-	for name, file := range sourceDeclared {
-		src, err := os.ReadFile(filepath.Join("..", "..", filepath.FromSlash(file)))
+	for name, d := range sourceDeclared {
+		src, err := os.ReadFile(filepath.Join("..", "..", filepath.FromSlash(d.file)))
 		if err != nil {
 			t.Fatalf("sourceDeclared: %v", err)
 		}
 		if !strings.Contains(string(src), `"`+name+`"`) {
-			t.Fatalf("sourceDeclared: %s no longer declares %q", file, name)
+			t.Fatalf("sourceDeclared: %s no longer declares %q", d.file, name)
 		}
-		rec.from = file
-		rec.add(name)
+		if len(d.labels) > 0 {
+			lit := `[]string{"` + strings.Join(d.labels, `", "`) + `"}`
+			if !strings.Contains(string(src), lit) {
+				t.Fatalf("sourceDeclared: %s no longer has the labels %s of %q", d.file, lit, name)
+			}
+		}
+		rec.from = d.file
+		rec.addLabels(name, d.labels, "")
 	}
 	rec.from = "modelsim /metrics"
-	for _, n := range scrapeModelsim(t) {
-		rec.add(n)
+	for n, d := range scrapeModelsim(t) {
+		rec.addLabels(n, d.labels, d.kind)
 	}
 	return rec.names
 }
 
 // scrapeModelsim serves a model-server simulator on loopback and returns
-// the metric family names of its /metrics.
-func scrapeModelsim(t *testing.T) []string {
+// the metric families of its /metrics: their labels and kind.
+func scrapeModelsim(t *testing.T) map[string]*declared {
 	t.Helper()
 	sim, err := modelsim.New(modelsim.DefaultConfig())
 	if err != nil {
@@ -224,12 +319,28 @@ func scrapeModelsim(t *testing.T) []string {
 	if err != nil {
 		t.Fatalf("parse modelsim metrics: %v", err)
 	}
-	var names []string
-	for n := range fams {
-		names = append(names, n)
+	out := map[string]*declared{}
+	for n, f := range fams {
+		d := &declared{labels: []string{}}
+		switch f.GetType() {
+		case dto.MetricType_HISTOGRAM:
+			d.kind = kindHistogram
+		case dto.MetricType_SUMMARY:
+			d.kind = kindSummary
+		}
+		seen := map[string]bool{}
+		for _, m := range f.GetMetric() {
+			for _, lp := range m.GetLabel() {
+				if !seen[lp.GetName()] {
+					seen[lp.GetName()] = true
+					d.labels = append(d.labels, lp.GetName())
+				}
+			}
+		}
+		out[n] = d
 	}
-	if len(names) == 0 {
+	if len(out) == 0 {
 		t.Fatal("modelsim exposes no metrics")
 	}
-	return names
+	return out
 }
