@@ -25,13 +25,15 @@ func checkMonitoring(t *testing.T, objs objects, want expectation) {
 		}
 	}
 	sms := objs.ofKind(monitoringGroup, "ServiceMonitor")
+	pms := objs.ofKind(monitoringGroup, "PodMonitor")
 	rules := objs.ofKind(monitoringGroup, "PrometheusRule")
 	if !want.monitoring {
-		if len(sms)+len(rules)+len(dashboards) != 0 {
-			t.Errorf("%d ServiceMonitors, %d PrometheusRules, %d dashboard ConfigMaps outside the monitoring overlay", len(sms), len(rules), len(dashboards))
+		if len(sms)+len(pms)+len(rules)+len(dashboards) != 0 {
+			t.Errorf("%d ServiceMonitors, %d PodMonitors, %d PrometheusRules, %d dashboard ConfigMaps outside the monitoring overlay", len(sms), len(pms), len(rules), len(dashboards))
 		}
 		return
 	}
+	checkModelServerMonitor(t, objs, pms)
 	wantPorts := map[string]string{"switchyard-epp": "http-metrics", "switchyard-site-relay": "http-admin"}
 	if len(sms) != len(wantPorts) {
 		t.Errorf("%d ServiceMonitors, want %d", len(sms), len(wantPorts))
@@ -79,8 +81,13 @@ func checkMonitoring(t *testing.T, objs objects, want expectation) {
 		sec := objs.get("", "Secret", name)
 		if typ != "Bearer" || sec == nil {
 			t.Errorf("%s: spec.endpoints[0].authorization: want a Bearer credential from a rendered Secret, got type %q secret %q", describe(sm), typ, name)
-		} else if _, ok := sec.Object["data"].(map[string]any)[key]; !ok {
+		} else if data, _ := sec.Object["data"].(map[string]any); data[key] == nil {
 			t.Errorf("%s: spec.endpoints[0].authorization.credentials.key %q is not in %s", describe(sm), key, describe(sec))
+		}
+		// Its per-endpoint series' label endpoint must survive the
+		// operator's target label of the same name.
+		if hl, _, _ := unstructured.NestedBool(ep, "honorLabels"); !hl {
+			t.Errorf("%s: spec.endpoints[0].honorLabels: want true (the EPP's label endpoint)", describe(sm))
 		}
 		dep := objs.get("apps", "Deployment", "switchyard")
 		if dep == nil || !strings.Contains(strings.Join(containerArgs(dep), " "), "--metrics-token-file=") {
@@ -124,6 +131,41 @@ func checkMonitoring(t *testing.T, objs objects, want expectation) {
 			if !strings.HasSuffix(k, ".json") || json.Unmarshal([]byte(v), &d) != nil || d.UID == "" || len(d.Panels) == 0 {
 				t.Errorf("%s: data.%s is not a dashboard JSON with a uid and panels", describe(cm), k)
 			}
+		}
+	}
+}
+
+// checkModelServerMonitor checks that one PodMonitor scrapes the pods and
+// port of every rendered InferencePool (the vllm:* series the dashboards
+// chart).
+func checkModelServerMonitor(t *testing.T, objs objects, pms []*unstructured.Unstructured) {
+	t.Helper()
+	if len(pms) != 1 {
+		t.Errorf("%d PodMonitors, want 1 (the model servers)", len(pms))
+		return
+	}
+	pm := pms[0]
+	sel, _, _ := unstructured.NestedStringMap(pm.Object, "spec", "selector", "matchLabels")
+	eps, _, _ := unstructured.NestedSlice(pm.Object, "spec", "podMetricsEndpoints")
+	pools := objs.ofKind("inference.networking.k8s.io", "InferencePool")
+	if len(pools) == 0 {
+		t.Errorf("%s: no InferencePool rendered", describe(pm))
+	}
+	for _, pool := range pools {
+		poolSel, _, _ := unstructured.NestedStringMap(pool.Object, "spec", "selector", "matchLabels")
+		if !labelsMatch(poolSel, sel) || len(poolSel) != len(sel) {
+			t.Errorf("%s: spec.selector.matchLabels %v, want the selector %v of %s", describe(pm), sel, poolSel, describe(pool))
+		}
+		ports, _, _ := unstructured.NestedSlice(pool.Object, "spec", "targetPorts")
+		if len(eps) != 1 || len(ports) == 0 {
+			t.Errorf("%s: spec.podMetricsEndpoints has %d entries, want 1 for the %d target ports of %s", describe(pm), len(eps), len(ports), describe(pool))
+			continue
+		}
+		ep, _ := eps[0].(map[string]any)
+		want, _, _ := unstructured.NestedInt64(ports[0].(map[string]any), "number")
+		got, _, _ := unstructured.NestedInt64(ep, "portNumber")
+		if got != want || ep["path"] != "/metrics" {
+			t.Errorf("%s: spec.podMetricsEndpoints[0] portNumber %d path %v, want %d /metrics (%s)", describe(pm), got, ep["path"], want, describe(pool))
 		}
 	}
 }
