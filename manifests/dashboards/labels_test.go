@@ -197,3 +197,72 @@ func TestLabelErrors(t *testing.T) {
 		})
 	}
 }
+
+// poolGauges are pool-level gauges every EPP replica exports for the same
+// pool (leader election keeps each replica's datastore warm, and the
+// operator scrapes replicas that are not Ready): summed over replicas they
+// count the pool once per replica.
+var poolGauges = map[string]bool{
+	"inference_pool_ready_pods":         true,
+	"switchyard_endpoints":              true,
+	"switchyard_endpoints_stale":        true,
+	"switchyard_endpoints_load_unknown": true,
+}
+
+// replicaErrors returns the pool gauges of expr that are summed over EPP
+// replicas: the innermost aggregation that does not keep the replica
+// (instance or pod) must be max, min or avg.
+func replicaErrors(expr string) []string {
+	node, err := parser.NewParser(parser.Options{}).ParseExpr(expr)
+	if err != nil {
+		return []string{err.Error()}
+	}
+	var errs []string
+	parser.Inspect(node, func(n parser.Node, path []parser.Node) error {
+		vs, ok := n.(*parser.VectorSelector)
+		if !ok || !poolGauges[vs.Name] {
+			return nil
+		}
+		for i := len(path) - 1; i >= 0; i-- {
+			ag, ok := path[i].(*parser.AggregateExpr)
+			if !ok {
+				continue
+			}
+			if !ag.Without && (slices.Contains(ag.Grouping, "instance") || slices.Contains(ag.Grouping, "pod")) {
+				continue
+			}
+			switch ag.Op {
+			case parser.MAX, parser.MIN, parser.AVG:
+			default:
+				errs = append(errs, vs.Name+" is aggregated over EPP replicas with "+ag.Op.String()+", want max")
+			}
+			return nil
+		}
+		return nil
+	})
+	return errs
+}
+
+// TestPoolGaugesNotSummedOverReplicas checks every dashboard and alert
+// expression takes max, not sum, of a pool gauge over EPP replicas.
+func TestPoolGaugesNotSummedOverReplicas(t *testing.T) {
+	for _, e := range allExprs(t) {
+		for _, msg := range replicaErrors(e.expr) {
+			t.Errorf("%s: %s\n%s", e.where, msg, e.expr)
+		}
+	}
+	for _, tc := range []struct {
+		expr string
+		bad  bool
+	}{
+		{`sum by (state) (switchyard_endpoints)`, true},
+		{`sum by (state) (max by (job, state) (switchyard_endpoints))`, false},
+		{`max by (job) (sum by (job, instance) (switchyard_endpoints{state="routable"}))`, false},
+		{`sum(inference_pool_ready_pods)`, true},
+		{`sum(rate(switchyard_request_refusals_total[5m]))`, false},
+	} {
+		if got := len(replicaErrors(tc.expr)) > 0; got != tc.bad {
+			t.Errorf("replicaErrors(%s): flagged %v, want %v", tc.expr, got, tc.bad)
+		}
+	}
+}
