@@ -30,7 +30,8 @@ var (
 // TestPanelConventions checks what the Prometheus parser cannot: a stat
 // panel (an instant query) draws no sparkline, a state timeline maps its
 // values to named, coloured states, a per-interval panel uses rate (not
-// increase over $__rate_interval), and a last-success timestamp is
+// increase over $__rate_interval), queue wait is the dispatched requests',
+// and a last-success timestamp is
 // filtered (> 0) before time() - … so that "never" does not read as 56
 // years.
 func TestPanelConventions(t *testing.T) {
@@ -74,6 +75,11 @@ func TestPanelConventions(t *testing.T) {
 	for _, q := range qs {
 		if increaseRateInterval.MatchString(q.Expr) {
 			t.Errorf("%s: %q %s: increase over $__rate_interval, use rate: %s", q.Dashboard, q.Panel, q.RefID, q.Expr)
+		}
+		// Queue wait is the wait of dispatched requests; the other
+		// outcomes (rejected at once, evicted at the TTL) would skew it.
+		if strings.Contains(q.Expr, "flow_control_request_queue_duration_seconds") && !strings.Contains(q.Expr, `outcome="Dispatched"`) {
+			t.Errorf("%s: %q %s: queue wait without outcome=\"Dispatched\": %s", q.Dashboard, q.Panel, q.RefID, q.Expr)
 		}
 		if strings.Contains(q.Expr, "time() -") && lastSuccessUnfiltered.MatchString(q.Expr) {
 			t.Errorf("%s: %q %s: a last-success timestamp without > 0: %s", q.Dashboard, q.Panel, q.RefID, q.Expr)
