@@ -11,7 +11,11 @@
 //
 // Queries decodes the embedded JSON with the SDK's typed dashboard model and
 // lists each panel query; Expand turns Grafana's variables into values a
-// plain Prometheus evaluates; Alerts lists the alerting rules. Tests import
+// plain Prometheus evaluates; Alerts lists the alerting rules and
+// TargetJobs is the job regex of the target-down alert. Its tests check
+// every expression's metric names, label names and closed label values
+// against what Switchyard declares, and run promtool's rule unit tests on
+// the alerts. Tests import
 // it (this package's, and the end-to-end tests that evaluate every query
 // against a real Prometheus); the Switchyard binaries do not. It starts no
 // goroutines.

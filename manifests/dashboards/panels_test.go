@@ -30,10 +30,9 @@ var (
 // TestPanelConventions checks what the Prometheus parser cannot: a stat
 // panel (an instant query) draws no sparkline, a state timeline maps its
 // values to named, coloured states, a per-interval panel uses rate (not
-// increase over $__rate_interval), queue wait is the dispatched requests',
-// and a last-success timestamp is
-// filtered (> 0) before time() - … so that "never" does not read as 56
-// years.
+// increase over $__rate_interval), queue wait is that of dispatched
+// requests, and a last-success timestamp is filtered (> 0) before
+// time() - … so that "never" does not read as 56 years.
 func TestPanelConventions(t *testing.T) {
 	names, err := Names()
 	if err != nil {
