@@ -96,6 +96,12 @@ func (st *stream) newRecord() *decisions.Record {
 	count()
 	if x := st.dec.x; x != nil {
 		r.Profiles, r.DroppedRuns = x.Runs, x.DroppedRuns
+		// A run's TargetModel is the request's, from the client: copied
+		// and capped like the record's own model names.
+		for i := range r.Profiles {
+			r.Profiles[i].TargetModel, cut = decisions.Cut(r.Profiles[i].TargetModel, decisions.MaxModelBytes)
+			count()
+		}
 	}
 	return r
 }
