@@ -59,9 +59,10 @@ func (st *stream) explainStart(req *scheduling.Request) {
 	}
 }
 
-// explainSite keeps the site stage's decision.
+// explainSite keeps the site stage's decision, a refusal's too (the
+// record then says which stage refused, and why).
 func (st *stream) explainSite(d *sitestage.Decision) {
-	if st.s.opts.Decisions.Ring == nil || d.Refusal != nil {
+	if st.s.opts.Decisions.Ring == nil {
 		return
 	}
 	s := &decisions.Site{Local: d.Local, Tier: d.Tier.String(), Path: d.Path, Reason: d.Reason}

@@ -266,4 +266,20 @@ func TestDecisionRecordsTheSiteStage(t *testing.T) {
 	require.NotEmpty(t, recs[0].Site.Reason)
 	require.Empty(t, recs[0].Profiles)
 	require.Empty(t, recs[0].Targets)
+
+	// No site can take the model: the stage refuses, and the record keeps
+	// the stage's decision beside the refusal.
+	there := site("there", false, "127.0.0.2:9000")
+	there.Ready = false
+	holder.Store(&sitestate.Snapshot{Sites: []sitestate.Site{local, there}, AnyModel: true})
+	out := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions", "x-request-id", "nosite-1"), body(siteBody, true)}, 1)
+	require.EqualValues(t, 503, out[len(out)-1].GetImmediateResponse().GetStatus().GetCode())
+	recs = ring.Snapshot(decisions.Filter{RequestID: "nosite-1"})
+	require.Len(t, recs, 1)
+	require.NotNil(t, recs[0].Refusal)
+	require.EqualValues(t, 503, recs[0].Refusal.Status)
+	require.NotNil(t, recs[0].Site, "a site-stage refusal keeps the site decision")
+	require.Equal(t, "no_route", recs[0].Site.Reason)
+	require.False(t, recs[0].Site.Local)
+	require.Empty(t, recs[0].Profiles)
 }
