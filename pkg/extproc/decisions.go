@@ -17,12 +17,11 @@ import (
 )
 
 // EndpointScoresKey is the dynamic-metadata key, in LBNamespace, of the
-// per-endpoint scores (--emit-endpoint-scores): a struct from each listed
-// endpoint's host:port to its weighted total in the primary profile's
-// run (at most DecisionOptions.MaxEndpoints endpoints with the highest
-// totals, and the chosen one). The name sits beside DestinationHeader,
-// whose value it explains, and follows the scores-map shape proposed for
-// the EPP protocol; llm-d's router, read for this, emits no such key.
+// per-endpoint scores (--emit-endpoint-scores): a struct from the
+// host:port of every scored candidate of the primary profile's run to its
+// weighted total (not capped by DecisionOptions.MaxEndpoints). It sits
+// beside DestinationHeader, whose value it explains; llm-d's router emits
+// the same namespace and key, one entry per scored candidate.
 const EndpointScoresKey = "x-gateway-destination-endpoint-scores"
 
 // DecisionOptions configure the recording of decisions.
@@ -30,8 +29,9 @@ type DecisionOptions struct {
 	// Ring receives one Record per routed or refused request; nil records
 	// nothing (--decision-buffer-size 0).
 	Ring *decisions.Ring
-	// EmitEndpointScores puts the scores of the primary profile's run into
-	// the headers response's dynamic metadata (EndpointScoresKey).
+	// EmitEndpointScores puts the weighted totals of every scored
+	// candidate of the primary profile's run into the headers response's
+	// dynamic metadata (EndpointScoresKey), whether or not Ring is set.
 	EmitEndpointScores bool
 	// MaxEndpoints bounds the endpoints listed per filter step and per run
 	// (scheduling.ExplainLimits); 0 means scheduling.DefaultExplainEndpoints.
@@ -55,7 +55,7 @@ type decisionState struct {
 // scheduled.
 func (st *stream) explainStart(req *scheduling.Request) {
 	if o := &st.s.opts.Decisions; o.on() {
-		st.dec.x = scheduling.Explain(req, scheduling.ExplainLimits{MaxEndpoints: o.MaxEndpoints})
+		st.dec.x = scheduling.Explain(req, scheduling.ExplainLimits{MaxEndpoints: o.MaxEndpoints, AllScores: o.EmitEndpointScores})
 	}
 }
 
@@ -151,12 +151,15 @@ func (st *stream) recordRefusal(rf *refusal) {
 // scoresMetadata adds the primary run's scores to md
 // (--emit-endpoint-scores).
 func (st *stream) scoresMetadata(md *structpb.Struct) *structpb.Struct {
-	run := st.dec.primary
-	if !st.s.opts.Decisions.EmitEndpointScores || run == nil || len(run.Endpoints) == 0 {
+	if !st.s.opts.Decisions.EmitEndpointScores {
 		return md
 	}
-	scores := make(map[string]*structpb.Value, len(run.Endpoints))
-	for _, e := range run.Endpoints {
+	all := st.dec.x.RunScores(st.dec.primary)
+	if len(all) == 0 {
+		return md
+	}
+	scores := make(map[string]*structpb.Value, len(all))
+	for _, e := range all {
 		scores[e.Address] = structpb.NewNumberValue(e.Total)
 	}
 	md.Fields[LBNamespace].GetStructValue().Fields[EndpointScoresKey] = structpb.NewStructValue(&structpb.Struct{Fields: scores})

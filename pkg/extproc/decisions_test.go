@@ -3,6 +3,7 @@ package extproc_test
 import (
 	"context"
 	"encoding/json"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -85,6 +86,33 @@ func TestEmitEndpointScores(t *testing.T) {
 		}
 	}
 	require.Equal(t, "127.10.0.2:8000", best)
+}
+
+// Every scored candidate is emitted, not only the --decision-max-endpoints
+// a record lists (llm-d's router emits one entry per scored candidate too).
+func TestEmitEndpointScoresAllCandidates(t *testing.T) {
+	const n = 12 // > DefaultExplainEndpoints
+	var eps []*scheduling.Endpoint
+	for i := range n {
+		eps = append(eps, endpoint("ep-"+strconv.Itoa(i), "127.10.1."+strconv.Itoa(i+1), 8000, scheduling.Metrics{WaitingQueueSize: i}))
+	}
+	ring := decisions.New(4)
+	h := start(t, queueConfig, eps, func(o *extproc.Options) {
+		o.Decisions = extproc.DecisionOptions{Ring: ring, EmitEndpointScores: true, MaxEndpoints: 2}
+	})
+	out := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/chat/completions", "x-request-id", "all-1"), body(chatBody, true)}, 2)
+	lb := out[0].GetDynamicMetadata().GetFields()[extproc.LBNamespace].GetStructValue().GetFields()
+	scores := lb[extproc.EndpointScoresKey].GetStructValue().GetFields()
+	require.Len(t, scores, n)
+	for i := range n {
+		require.Contains(t, scores, "127.10.1."+strconv.Itoa(i+1)+":8000")
+	}
+	require.Equal(t, "127.10.1.1:8000", lb[extproc.DestinationHeader].GetStringValue())
+	// The record stays capped.
+	recs := ring.Snapshot(decisions.Filter{RequestID: "all-1"})
+	require.Len(t, recs, 1)
+	require.Len(t, recs[0].Profiles[0].Endpoints, 2)
+	require.Equal(t, n-2, recs[0].Profiles[0].Truncated)
 }
 
 // logLine is one captured log line.

@@ -103,8 +103,9 @@
 // With Options.Decisions (decisions.go), every routed or refused request
 // leaves one pkg/decisions Record: the scheduling explanation of its
 // profile runs, the site stage's decision, its targets or refusal; and
-// EmitEndpointScores puts the primary run's totals into the headers
-// response's dynamic metadata (EndpointScoresKey).
+// EmitEndpointScores puts the weighted total of every scored candidate of
+// the primary run into the headers response's dynamic metadata
+// (EndpointScoresKey).
 //
 // # Bounds
 //
