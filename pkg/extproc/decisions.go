@@ -9,6 +9,10 @@ package extproc
 // two nil checks.
 
 import (
+	"errors"
+	"sync/atomic"
+	"time"
+
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/switchyard-ai/switchyard/pkg/decisions"
@@ -166,16 +170,63 @@ func (st *stream) scoresMetadata(md *structpb.Struct) *structpb.Struct {
 	return md
 }
 
+// refusalLogInterval is how often the V(0) line of one pool-trouble
+// reason is written; the refusals between two of them are logged at V(1)
+// and counted in the next V(0) line ("suppressed").
+const refusalLogInterval = 10 * time.Second
+
 // refusalLogLevel is the verbosity of a refusal's one log line: a
-// request the client got wrong or that load turned away (4xx, 429) at
-// V(1); trouble of the pool or the EPP (503) at V(0); any other 5xx is
-// logged as an error.
-func refusalLogLevel(status int) (level int, isError bool) {
+// request the client got wrong or that load turned away (4xx, 429, and
+// the 503s of load or of the request: the buffer budget, flow control
+// stopping, a subset or filters that match nothing, an unhealthy site)
+// at V(1); the pool's trouble (503 no_endpoints: no ready endpoint at
+// all) at V(0), at most once per refusalLogInterval (poolTrouble); any
+// other 5xx is logged as an error.
+func refusalLogLevel(status int, reason string) (level int, poolTrouble, isError bool) {
 	switch {
 	case status >= 500 && status != 503:
-		return 0, true
-	case status == 503:
-		return 0, false
+		return 0, false, true
+	case status == 503 && reason == ReasonNoEndpoints:
+		return 0, true, false
 	}
-	return 1, false
+	return 1, false, false
+}
+
+// logLimiter lets one line through per interval and counts the others;
+// lock-free, for the request path.
+type logLimiter struct {
+	next       atomic.Int64 // unix nanoseconds of the next line let through
+	suppressed atomic.Int64
+}
+
+// allow reports whether a line may be written at now, and how many were
+// held back since the last one.
+func (l *logLimiter) allow(now time.Time, every time.Duration) (bool, int64) {
+	t := now.UnixNano()
+	n := l.next.Load()
+	if t < n || !l.next.CompareAndSwap(n, t+int64(every)) {
+		l.suppressed.Add(1)
+		return false, 0
+	}
+	return true, l.suppressed.Swap(0)
+}
+
+// logRefusal writes the one line of a refusal (refusalLogLevel).
+func (st *stream) logRefusal(r *refusal, model string) {
+	level, pool, isErr := refusalLogLevel(r.status, r.reason)
+	if isErr {
+		st.log.Error(errors.New(r.message), "Request failed", "status", r.status, "reason", r.reason, "model", model)
+		return
+	}
+	if pool {
+		if ok, suppressed := st.s.noEndpointsLog.allow(st.s.now(), refusalLogInterval); ok {
+			st.log.Info("Request refused", "status", r.status, "reason", r.reason, "message", r.message, "model", model,
+				"suppressed", suppressed)
+			return
+		}
+		level = 1
+	}
+	if l := st.log.V(level); l.Enabled() {
+		l.Info("Request refused", "status", r.status, "reason", r.reason, "message", r.message, "model", model)
+	}
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/go-logr/logr"
@@ -148,13 +149,44 @@ func (fullQueue) Enqueue(context.Context, *flowcontrol.Item) flowcontrol.Outcome
 func (fullQueue) Started(*flowcontrol.Item) {}
 func (fullQueue) Notify()                   {}
 
+// realFlow puts a real flowcontrol.Controller over pool in front of the
+// harness's scheduler.
+func realFlow(t *testing.T, cfg flowcontrol.Config, pool *slotPool) func(*harness) {
+	return func(h *harness) {
+		c, err := flowcontrol.New(cfg, pool)
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { c.Run(ctx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+		require.Eventually(t, func() bool { return c.Stats().Running }, 5*time.Second, time.Millisecond)
+		rt := *h.rt.Load()
+		rt.Flow = &gate{c: c}
+		h.setRuntime(&rt)
+	}
+}
+
 // TestRefusalLoggedOnce checks, for several kinds of refusal, that the
-// refusal is logged in exactly one line at its verbosity (client-caused
-// at V(1), the pool's trouble at V(0)), with request
-// id, model, status and reason, and recorded as a decision.
+// refusal is logged in exactly one line up to V(2) among every line that
+// carries the request id, at its verbosity (client- or load-caused at
+// V(1), the pool's trouble at V(0)), with request id, model, status and
+// reason, and recorded as a decision.
 func TestRefusalLoggedOnce(t *testing.T) {
+	saturated := []*scheduling.Endpoint{
+		modelEndpoint("big-0", "127.10.0.1", "big", 0.99),
+		modelEndpoint("mid-0", "127.10.0.3", "mid", 0.995),
+	}
+	noSite := func(o *extproc.Options) {
+		holder := &sitestate.Holder{}
+		here, there := site("here", true, ""), site("there", false, "127.0.0.2:9000")
+		here.Ready, there.Ready = false, false
+		holder.Store(&sitestate.Snapshot{Sites: []sitestate.Site{here, there}, AnyModel: true})
+		withSites(t, holder)(o)
+	}
 	for _, tt := range []struct {
 		name   string
+		cfg    string
+		eps    []*scheduling.Endpoint
 		msgs   []*extprocv3.ProcessingRequest
 		opts   func(*extproc.Options)
 		tweak  func(*harness)
@@ -177,14 +209,38 @@ func TestRefusalLoggedOnce(t *testing.T) {
 		tweak:  func(h *harness) { h.view.ready = nil },
 		status: 503, reason: extproc.ReasonNoEndpoints, v: 0, model: "m1",
 	}, {
-		name: "flow-control queue full",
-		msgs: []*extprocv3.ProcessingRequest{reqHeaders("/v1/chat/completions", "x-request-id", "ref-1"), body(chatBody, true)},
+		// A real flow controller over a pool with no free slot: the
+		// request waits its TTL and is turned away by load.
+		name:   "flow control at capacity 0",
+		msgs:   []*extprocv3.ProcessingRequest{reqHeaders("/v1/chat/completions", "x-request-id", "ref-1"), body(chatBody, true)},
+		tweak:  realFlow(t, flowcontrol.Config{DefaultRequestTTL: 50 * time.Millisecond}, &slotPool{endpoints: 1}),
+		status: 429, reason: extproc.ReasonTTLExpired, v: 1, model: "m1",
+	}, {
+		name: "saturated admission",
+		msgs: []*extprocv3.ProcessingRequest{reqHeaders("/v1/chat/completions", "x-request-id", "ref-1", "x-gateway-inference-objective", "batch"), body(chatBody, true)},
+		opts: func(o *extproc.Options) {
+			o.Objective = func(name string) (int, bool) { return -1, name == "batch" }
+		},
+		tweak:  realFlow(t, flowcontrol.Config{}, &slotPool{endpoints: 1}),
+		status: 429, reason: extproc.ReasonShedSaturation, v: 1, model: "m1",
+	}, {
+		// Every model of the chain is KV-saturated: the chain's own line
+		// is at V(4), the refusal is the one line.
+		name: "fallback chain exhausted",
+		cfg:  fallbackConfig, eps: saturated,
+		msgs: []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions", "x-request-id", "ref-1"), body(`{"model":"big","prompt":"hello"}`, true)},
 		tweak: func(h *harness) {
 			rt := *h.rt.Load()
-			rt.Flow = fullQueue{}
+			rt.FallbackChains = map[string][]string{"big": {"mid"}}
 			h.setRuntime(&rt)
 		},
-		status: 429, reason: extproc.ReasonQueueFull, v: 1, model: "m1",
+		status: 503, reason: "admission_reject", v: 1, model: "big",
+	}, {
+		name:   "site refusal",
+		eps:    threePods(),
+		msgs:   []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions", "x-request-id", "ref-1"), body(siteBody, true)},
+		opts:   noSite,
+		status: 503, reason: "no_healthy_site", v: 1, model: "m",
 	}, {
 		name:   "protocol error",
 		msgs:   []*extprocv3.ProcessingRequest{reqHeaders("/v1/chat/completions", "x-request-id", "ref-1"), reqHeaders("/v1/chat/completions", "x-request-id", "ref-1")},
@@ -193,7 +249,14 @@ func TestRefusalLoggedOnce(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			log, lines := captureLogs()
 			ring := decisions.New(4)
-			hp := start(t, queueConfig, threeEndpoints(), func(o *extproc.Options) {
+			cfg, eps := tt.cfg, tt.eps
+			if cfg == "" {
+				cfg = queueConfig
+			}
+			if eps == nil {
+				eps = threeEndpoints()
+			}
+			hp := start(t, cfg, eps, func(o *extproc.Options) {
 				o.Logger = log
 				o.Decisions.Ring = ring
 				if tt.opts != nil {
@@ -206,15 +269,23 @@ func TestRefusalLoggedOnce(t *testing.T) {
 			out := hp.exchange(t, tt.msgs, 1)
 			require.Equal(t, int32(tt.status), int32(out[len(out)-1].GetImmediateResponse().GetStatus().GetCode()))
 
-			var refusals []logLine
+			// Every line up to V(2) that carries the request id, whatever
+			// its message (an error line has no level: V(0)).
+			var mine []logLine
 			for _, l := range lines() {
-				msg, _ := l["msg"].(string)
-				if msg == "Request refused" || msg == "Request failed" || strings.Contains(strings.ToLower(msg), "refus") {
-					refusals = append(refusals, l)
+				v, _ := l["v"].(float64)
+				if v > 2 {
+					continue
+				}
+				for _, val := range l {
+					if str, ok := val.(string); ok && strings.Contains(str, "ref-1") {
+						mine = append(mine, l)
+						break
+					}
 				}
 			}
-			require.Len(t, refusals, 1, "refusal log lines: %v", refusals)
-			l := refusals[0]
+			require.Len(t, mine, 1, "lines up to V(2) with the request id: %v", mine)
+			l := mine[0]
 			require.Equal(t, "ref-1", l["requestID"])
 			require.EqualValues(t, tt.status, l["status"])
 			require.Equal(t, tt.reason, l["reason"])
@@ -228,6 +299,42 @@ func TestRefusalLoggedOnce(t *testing.T) {
 			require.NotEmpty(t, recs[0].Refusal.Message)
 		})
 	}
+}
+
+// The pool's trouble (503 no_endpoints) is logged at V(0) once per
+// interval; the refusals in between are at V(1), and the next V(0) line
+// counts them.
+func TestPoolTroubleRefusalRateLimited(t *testing.T) {
+	log, lines := captureLogs()
+	var mu sync.Mutex
+	now := time.Now()
+	h := start(t, queueConfig, threeEndpoints(), func(o *extproc.Options) {
+		o.Logger = log
+		o.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	})
+	h.view.ready = nil
+	send := func() {
+		out := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/chat/completions"), body(chatBody, true)}, 1)
+		require.EqualValues(t, 503, out[0].GetImmediateResponse().GetStatus().GetCode())
+	}
+	for range 3 {
+		send()
+	}
+	mu.Lock()
+	now = now.Add(11 * time.Second)
+	mu.Unlock()
+	send()
+	var levels []float64
+	var suppressed []any
+	for _, l := range lines() {
+		if l["msg"] == "Request refused" {
+			v, _ := l["v"].(float64)
+			levels = append(levels, v)
+			suppressed = append(suppressed, l["suppressed"])
+		}
+	}
+	require.Equal(t, []float64{0, 1, 1, 0}, levels)
+	require.Equal(t, []any{float64(0), nil, nil, float64(2)}, suppressed)
 }
 
 // BenchmarkRequestPathDecisions is BenchmarkRequestPath with decisions
