@@ -3,6 +3,7 @@ package extproc_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"strconv"
 	"strings"
 	"sync"
@@ -149,6 +150,36 @@ func (fullQueue) Enqueue(context.Context, *flowcontrol.Item) flowcontrol.Outcome
 func (fullQueue) Started(*flowcontrol.Item) {}
 func (fullQueue) Notify()                   {}
 
+// brokenHandler is a profile handler whose results fail with an error
+// that is no refusal: the EPP's own fault, a 500.
+type brokenHandler struct{}
+
+func (brokenHandler) TypedName() scheduling.TypedName {
+	return scheduling.TypedName{Type: "broken-handler", Name: "broken"}
+}
+func (brokenHandler) Pick(_ context.Context, _ *scheduling.Request, profiles map[string]*scheduling.Profile, results map[string]*scheduling.ProfileResult) []*scheduling.Profile {
+	if len(results) > 0 {
+		return nil
+	}
+	return []*scheduling.Profile{profiles["default"]}
+}
+func (brokenHandler) ProcessResults(context.Context, *scheduling.Request, map[string]*scheduling.ProfileResult) (*scheduling.Result, error) {
+	return nil, errors.New("the handler is broken")
+}
+
+// brokenScheduler puts a scheduler over brokenHandler in the harness.
+func brokenScheduler(t *testing.T) func(*harness) {
+	return func(h *harness) {
+		p, err := scheduling.NewProfile("default", nil, nil, h.rt.Load().Scheduler.Profiles()[0].Picker(), nil)
+		require.NoError(t, err)
+		sched, err := scheduling.NewScheduler(scheduling.SchedulerConfig{ProfileHandler: brokenHandler{}, Profiles: []*scheduling.Profile{p}})
+		require.NoError(t, err)
+		rt := *h.rt.Load()
+		rt.Scheduler = sched
+		h.setRuntime(&rt)
+	}
+}
+
 // realFlow puts a real flowcontrol.Controller over pool in front of the
 // harness's scheduler.
 func realFlow(t *testing.T, cfg flowcontrol.Config, pool *slotPool) func(*harness) {
@@ -194,6 +225,7 @@ func TestRefusalLoggedOnce(t *testing.T) {
 		reason string
 		v      float64
 		model  string
+		msg    string // "" for "Request refused"
 	}{{
 		name:   "bad request body",
 		msgs:   []*extprocv3.ProcessingRequest{reqHeaders("/v1/chat/completions", "x-request-id", "ref-1"), body(`{"model": 5`, true)},
@@ -245,6 +277,12 @@ func TestRefusalLoggedOnce(t *testing.T) {
 		name:   "protocol error",
 		msgs:   []*extprocv3.ProcessingRequest{reqHeaders("/v1/chat/completions", "x-request-id", "ref-1"), reqHeaders("/v1/chat/completions", "x-request-id", "ref-1")},
 		status: 400, reason: extproc.ReasonProtocol, v: 1,
+	}, {
+		// The EPP's own failure: one error line.
+		name:   "internal error",
+		msgs:   []*extprocv3.ProcessingRequest{reqHeaders("/v1/chat/completions", "x-request-id", "ref-1"), body(chatBody, true)},
+		tweak:  brokenScheduler(t),
+		status: 500, reason: extproc.ReasonInternal, model: "m1", msg: "Request failed",
 	}} {
 		t.Run(tt.name, func(t *testing.T) {
 			log, lines := captureLogs()
@@ -290,8 +328,17 @@ func TestRefusalLoggedOnce(t *testing.T) {
 			require.EqualValues(t, tt.status, l["status"])
 			require.Equal(t, tt.reason, l["reason"])
 			require.Equal(t, tt.model, l["model"])
-			require.Equal(t, "Request refused", l["msg"])
-			require.EqualValues(t, tt.v, l["v"])
+			wantMsg := tt.msg
+			if wantMsg == "" {
+				wantMsg = "Request refused"
+			}
+			require.Equal(t, wantMsg, l["msg"])
+			if v, ok := l["v"]; ok {
+				require.EqualValues(t, tt.v, v)
+			} else {
+				require.Zero(t, tt.v)
+				require.NotEmpty(t, l["error"], "a line without a level is an error")
+			}
 
 			recs := ring.Snapshot(decisions.Filter{RequestID: "ref-1"})
 			require.Len(t, recs, 1)
