@@ -28,7 +28,7 @@ type logFlags struct {
 }
 
 func (f *logFlags) register(fs *flag.FlagSet) {
-	fs.IntVar(&f.v, "v", 2, "log verbosity: 0 errors and lifecycle, 1 changes, 2 refusals (default), 3 one line per request, 4 protocol detail")
+	fs.IntVar(&f.v, "v", 2, "log verbosity: 0 errors, lifecycle and the pool's trouble (503 no_endpoints, once per 10s per reason), 1 changes and every refusal (4xx, 429, load's 503s), 2 fallbacks and pass-throughs (default), 3 one line per request, 4 protocol detail")
 	fs.BoolVar(&f.devel, "zap-devel", true, "development logging: console encoder unless --zap-encoder says otherwise")
 	fs.StringVar(&f.encoder, "zap-encoder", "", "log encoding: json or console")
 	fs.StringVar(&f.level, "zap-log-level", "", "log level: error, info, debug or a verbosity number (overrides -v)")

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -27,9 +28,10 @@ type Document struct {
 }
 
 // Handler serves r as JSON: GET /debug/decisions?request_id=&model=&
-// endpoint=&limit=N. Unknown or repeated parameters and a limit that is
-// not an integer in [1, size] are answered with 400 and a message saying
-// which. With r nil (recording off) every request gets 404.
+// endpoint=&limit=N, the newest DefaultLimit records (or the ring's size,
+// if smaller) when no limit is given. Unknown or repeated parameters and
+// a limit that is not an integer in [1, size] are answered with 400 and a
+// message saying which (the first bad parameter in name order). With r nil (recording off) every request gets 404.
 func Handler(r *Ring) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if req.Method != http.MethodGet && req.Method != http.MethodHead {
@@ -60,15 +62,22 @@ type queryError struct{ msg string }
 func (e *queryError) Error() string { return e.msg }
 
 // ParseFilter parses the query of /debug/decisions for a ring of size
-// records.
+// records. The parameters are checked in name order, so that the error of
+// a query with several bad ones is always the same.
 func ParseFilter(rawQuery string, size int) (Filter, error) {
 	q, err := url.ParseQuery(rawQuery)
 	if err != nil {
 		return Filter{}, &queryError{"query: " + err.Error()}
 	}
-	var f Filter
+	f := Filter{Limit: min(DefaultLimit, size)}
 	allowed := []string{ParamRequestID, ParamModel, ParamEndpoint, ParamLimit}
-	for k, vs := range q {
+	keys := make([]string, 0, len(q))
+	for k := range q {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		vs := q[k]
 		if len(vs) > 1 {
 			return Filter{}, &queryError{"query parameter " + strconv.Quote(k) + ": given " + strconv.Itoa(len(vs)) + " times, at most once"}
 		}

@@ -46,6 +46,8 @@ func TestHandler(t *testing.T) {
 		{"unknown parameter", "requestId=a", `query parameter "requestId": unknown; use request_id, model, endpoint, limit`},
 		{"repeated parameter", "model=a&model=b", `query parameter "model": given 2 times, at most once`},
 		{"bad escape", "model=%zz", `query: invalid URL escape`},
+		// Several bad parameters: the first in name order, every time.
+		{"two unknown parameters", "zz=1&aa=2&limit=0", `query parameter "aa": unknown`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			code, body := get(t, h, "/debug/decisions?"+tt.query)
@@ -53,6 +55,26 @@ func TestHandler(t *testing.T) {
 			require.Contains(t, body, tt.msg)
 		})
 	}
+
+	// Without a limit, the newest DefaultLimit records.
+	big := New(DefaultLimit + 50)
+	for range DefaultLimit + 20 {
+		big.Add(rec("x", "m"))
+	}
+	for _, tt := range []struct {
+		query string
+		want  int
+	}{{"", DefaultLimit}, {"?limit=120", 120}, {"?limit=3", 3}} {
+		code, body := get(t, Handler(big), "/debug/decisions"+tt.query)
+		require.Equal(t, http.StatusOK, code, body)
+		var d Document
+		require.NoError(t, json.Unmarshal([]byte(body), &d))
+		require.Len(t, d.Records, tt.want, tt.query)
+		require.Equal(t, uint64(DefaultLimit+19), d.Records[0].Seq, tt.query)
+	}
+	f, err := ParseFilter("", 4)
+	require.NoError(t, err)
+	require.Equal(t, 4, f.Limit, "the default limit is at most the ring's size")
 
 	w := httptest.NewRecorder()
 	h.ServeHTTP(w, httptest.NewRequest(http.MethodPost, "/debug/decisions", nil))

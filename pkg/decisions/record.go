@@ -1,6 +1,7 @@
 package decisions
 
 import (
+	"strings"
 	"time"
 
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
@@ -70,17 +71,20 @@ type Refusal struct {
 	Message string `json:"message,omitempty"`
 }
 
-// Cut returns s cut to at most n bytes (on a UTF-8 boundary) and whether
-// it was cut; Record builders count the cuts in Record.Truncated.
+// Cut returns a copy of s cut to at most n bytes (on a UTF-8 boundary)
+// and whether it was cut; Record builders count the cuts in
+// Record.Truncated. The result is always a copy: a substring would keep
+// the whole of s (a client's multi-MiB header or body) alive for as long
+// as the record stays in the ring.
 func Cut(s string, n int) (string, bool) {
 	if len(s) <= n {
-		return s, false
+		return strings.Clone(s), false
 	}
 	i := n
 	for i > 0 && s[i]&0xC0 == 0x80 {
 		i--
 	}
-	return s[:i], true
+	return strings.Clone(s[:i]), true
 }
 
 // matches reports whether the record passes f.
@@ -92,7 +96,7 @@ func (r *Record) matches(f *Filter) bool {
 		return false
 	}
 	if f.Endpoint != "" {
-		found := r.Endpoint == f.Endpoint
+		found := r.Endpoint == f.Endpoint || (r.Site != nil && r.Site.Gateway != "" && r.Site.Gateway == f.Endpoint)
 		for _, t := range r.Targets {
 			found = found || t == f.Endpoint
 		}

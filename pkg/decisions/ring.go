@@ -8,8 +8,13 @@ import (
 // DefaultSize is the default number of records (--decision-buffer-size).
 const DefaultSize = 1024
 
-// MaxSize bounds --decision-buffer-size.
-const MaxSize = 1 << 20
+// MaxSize bounds --decision-buffer-size: a record is a few KiB at the
+// default limits, so the largest ring stays within a few hundred MiB.
+const MaxSize = 1 << 16
+
+// DefaultLimit is how many records /debug/decisions returns when the
+// query gives no limit (at most the ring's size).
+const DefaultLimit = 100
 
 // Ring is a fixed number of the latest Records. A nil *Ring records
 // nothing, so callers need no check. Safe for concurrent use.
@@ -45,14 +50,32 @@ func (r *Ring) Added() uint64 {
 }
 
 // Add publishes rec, which must not be changed afterwards, replacing the
-// oldest record once the ring is full. It sets rec.Seq.
+// oldest record once the ring is full. It sets rec.Seq. A writer that was
+// preempted between taking its Seq and storing never overwrites a newer
+// record that another writer stored in the same slot meanwhile: its
+// record is dropped instead (it was already the oldest).
 func (r *Ring) Add(rec *Record) {
 	if r == nil || rec == nil {
 		return
 	}
 	seq := r.next.Add(1) - 1
 	rec.Seq = seq
-	r.slots[seq%uint64(len(r.slots))].Store(rec)
+	r.store(rec)
+}
+
+// store puts rec into its slot unless the slot holds a newer record.
+func (r *Ring) store(rec *Record) {
+	seq := rec.Seq
+	slot := &r.slots[seq%uint64(len(r.slots))]
+	for {
+		old := slot.Load()
+		if old != nil && old.Seq > seq {
+			return
+		}
+		if slot.CompareAndSwap(old, rec) {
+			return
+		}
+	}
 }
 
 // Filter selects records; empty fields match everything.
@@ -61,7 +84,8 @@ type Filter struct {
 	RequestID string
 	// Model matches the client's, the target or the fallback model.
 	Model string
-	// Endpoint matches a chosen endpoint's name or host:port.
+	// Endpoint matches a chosen endpoint's name or host:port, a profile
+	// run's target, or the gateway of the remote site a request went to.
 	Endpoint string
 	// Limit bounds the records returned, newest first; 0 means all.
 	Limit int

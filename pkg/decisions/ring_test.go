@@ -3,8 +3,10 @@ package decisions
 import (
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
+	"unsafe"
 
 	"github.com/stretchr/testify/require"
 
@@ -55,12 +57,14 @@ func TestRingFilters(t *testing.T) {
 	r.Add(ref)
 	run := &Record{RequestID: "e", Model: "x", Profiles: []scheduling.ProfileRun{{Profile: "p", Targets: []string{"sim-9"}}}}
 	r.Add(run)
+	r.Add(&Record{RequestID: "f", Model: "x", Site: &Site{Site: "west", Gateway: "127.0.0.9:8443"}})
 	for _, tt := range []struct {
 		name string
 		f    Filter
 		want []string
 	}{
-		{"all", Filter{}, []string{"e", "d", "c", "b", "a"}},
+		{"all", Filter{}, []string{"f", "e", "d", "c", "b", "a"}},
+		{"remote site's gateway", Filter{Endpoint: "127.0.0.9:8443"}, []string{"f"}},
 		{"request id", Filter{RequestID: "b"}, []string{"b"}},
 		{"unknown id", Filter{RequestID: "zz"}, []string{}},
 		{"model", Filter{Model: "qwen"}, []string{"d", "b"}},
@@ -141,4 +145,27 @@ func TestCut(t *testing.T) {
 		require.Equal(t, tt.want, got, tt.in)
 		require.Equal(t, tt.cut, cut, tt.in)
 	}
+}
+
+// TestCutCopies: a cut string shares no bytes with its source, so a record
+// never keeps a client's long string alive.
+func TestCutCopies(t *testing.T) {
+	big := strings.Repeat("m", 1<<20)
+	for _, n := range []int{8, 1 << 21} {
+		got, _ := Cut(big, n)
+		require.NotEqual(t, uintptr(unsafe.Pointer(unsafe.StringData(big))), uintptr(unsafe.Pointer(unsafe.StringData(got))), "Cut(%d) shares the source", n)
+	}
+}
+
+// TestRingStaleWriter: a writer preempted between taking its Seq and
+// storing does not overwrite the newer record of its slot.
+func TestRingStaleWriter(t *testing.T) {
+	r := New(2)
+	for i := range 3 {
+		r.Add(rec("r"+strconv.Itoa(i), "m"))
+	}
+	stale := rec("late", "m")
+	stale.Seq = 0 // took Seq 0 before r2 (Seq 2) was stored in slot 0
+	r.store(stale)
+	require.Equal(t, []string{"r2", "r1"}, ids(r.Snapshot(Filter{})))
 }

@@ -9,6 +9,10 @@ package extproc
 // two nil checks.
 
 import (
+	"errors"
+	"sync/atomic"
+	"time"
+
 	"google.golang.org/protobuf/types/known/structpb"
 
 	"github.com/switchyard-ai/switchyard/pkg/decisions"
@@ -17,12 +21,11 @@ import (
 )
 
 // EndpointScoresKey is the dynamic-metadata key, in LBNamespace, of the
-// per-endpoint scores (--emit-endpoint-scores): a struct from each listed
-// endpoint's host:port to its weighted total in the primary profile's
-// run (at most DecisionOptions.MaxEndpoints endpoints with the highest
-// totals, and the chosen one). The name sits beside DestinationHeader,
-// whose value it explains, and follows the scores-map shape proposed for
-// the EPP protocol; llm-d's router, read for this, emits no such key.
+// per-endpoint scores (--emit-endpoint-scores): a struct from the
+// host:port of every scored candidate of the primary profile's run to its
+// weighted total (not capped by DecisionOptions.MaxEndpoints). It sits
+// beside DestinationHeader, whose value it explains; llm-d's router emits
+// the same namespace and key, one entry per scored candidate.
 const EndpointScoresKey = "x-gateway-destination-endpoint-scores"
 
 // DecisionOptions configure the recording of decisions.
@@ -30,8 +33,9 @@ type DecisionOptions struct {
 	// Ring receives one Record per routed or refused request; nil records
 	// nothing (--decision-buffer-size 0).
 	Ring *decisions.Ring
-	// EmitEndpointScores puts the scores of the primary profile's run into
-	// the headers response's dynamic metadata (EndpointScoresKey).
+	// EmitEndpointScores puts the weighted totals of every scored
+	// candidate of the primary profile's run into the headers response's
+	// dynamic metadata (EndpointScoresKey), whether or not Ring is set.
 	EmitEndpointScores bool
 	// MaxEndpoints bounds the endpoints listed per filter step and per run
 	// (scheduling.ExplainLimits); 0 means scheduling.DefaultExplainEndpoints.
@@ -55,13 +59,14 @@ type decisionState struct {
 // scheduled.
 func (st *stream) explainStart(req *scheduling.Request) {
 	if o := &st.s.opts.Decisions; o.on() {
-		st.dec.x = scheduling.Explain(req, scheduling.ExplainLimits{MaxEndpoints: o.MaxEndpoints})
+		st.dec.x = scheduling.Explain(req, scheduling.ExplainLimits{MaxEndpoints: o.MaxEndpoints, AllScores: o.EmitEndpointScores})
 	}
 }
 
-// explainSite keeps the site stage's decision.
+// explainSite keeps the site stage's decision, a refusal's too (the
+// record then says which stage refused, and why).
 func (st *stream) explainSite(d *sitestage.Decision) {
-	if st.s.opts.Decisions.Ring == nil || d.Refusal != nil {
+	if st.s.opts.Decisions.Ring == nil {
 		return
 	}
 	s := &decisions.Site{Local: d.Local, Tier: d.Tier.String(), Path: d.Path, Reason: d.Reason}
@@ -96,6 +101,12 @@ func (st *stream) newRecord() *decisions.Record {
 	count()
 	if x := st.dec.x; x != nil {
 		r.Profiles, r.DroppedRuns = x.Runs, x.DroppedRuns
+		// A run's TargetModel is the request's, from the client: copied
+		// and capped like the record's own model names.
+		for i := range r.Profiles {
+			r.Profiles[i].TargetModel, cut = decisions.Cut(r.Profiles[i].TargetModel, decisions.MaxModelBytes)
+			count()
+		}
 	}
 	return r
 }
@@ -144,28 +155,78 @@ func (st *stream) recordRefusal(rf *refusal) {
 // scoresMetadata adds the primary run's scores to md
 // (--emit-endpoint-scores).
 func (st *stream) scoresMetadata(md *structpb.Struct) *structpb.Struct {
-	run := st.dec.primary
-	if !st.s.opts.Decisions.EmitEndpointScores || run == nil || len(run.Endpoints) == 0 {
+	if !st.s.opts.Decisions.EmitEndpointScores {
 		return md
 	}
-	scores := make(map[string]*structpb.Value, len(run.Endpoints))
-	for _, e := range run.Endpoints {
+	all := st.dec.x.RunScores(st.dec.primary)
+	if len(all) == 0 {
+		return md
+	}
+	scores := make(map[string]*structpb.Value, len(all))
+	for _, e := range all {
 		scores[e.Address] = structpb.NewNumberValue(e.Total)
 	}
 	md.Fields[LBNamespace].GetStructValue().Fields[EndpointScoresKey] = structpb.NewStructValue(&structpb.Struct{Fields: scores})
 	return md
 }
 
+// refusalLogInterval is how often the V(0) line of one pool-trouble
+// reason is written; the refusals between two of them are logged at V(1)
+// and counted in the next V(0) line ("suppressed").
+const refusalLogInterval = 10 * time.Second
+
 // refusalLogLevel is the verbosity of a refusal's one log line: a
-// request the client got wrong or that load turned away (4xx, 429) at
-// V(1); trouble of the pool or the EPP (503) at V(0); any other 5xx is
-// logged as an error.
-func refusalLogLevel(status int) (level int, isError bool) {
+// request the client got wrong or that load turned away (4xx, 429, and
+// the 503s of load or of the request: the buffer budget, flow control
+// stopping, a subset or filters that match nothing, an unhealthy site)
+// at V(1); the pool's trouble (503 no_endpoints: no ready endpoint at
+// all) at V(0), at most once per refusalLogInterval (poolTrouble); any
+// other 5xx is logged as an error.
+func refusalLogLevel(status int, reason string) (level int, poolTrouble, isError bool) {
 	switch {
 	case status >= 500 && status != 503:
-		return 0, true
-	case status == 503:
-		return 0, false
+		return 0, false, true
+	case status == 503 && reason == ReasonNoEndpoints:
+		return 0, true, false
 	}
-	return 1, false
+	return 1, false, false
+}
+
+// logLimiter lets one line through per interval and counts the others;
+// lock-free, for the request path.
+type logLimiter struct {
+	next       atomic.Int64 // unix nanoseconds of the next line let through
+	suppressed atomic.Int64
+}
+
+// allow reports whether a line may be written at now, and how many were
+// held back since the last one.
+func (l *logLimiter) allow(now time.Time, every time.Duration) (bool, int64) {
+	t := now.UnixNano()
+	n := l.next.Load()
+	if t < n || !l.next.CompareAndSwap(n, t+int64(every)) {
+		l.suppressed.Add(1)
+		return false, 0
+	}
+	return true, l.suppressed.Swap(0)
+}
+
+// logRefusal writes the one line of a refusal (refusalLogLevel).
+func (st *stream) logRefusal(r *refusal, model string) {
+	level, pool, isErr := refusalLogLevel(r.status, r.reason)
+	if isErr {
+		st.log.Error(errors.New(r.message), "Request failed", "status", r.status, "reason", r.reason, "model", model)
+		return
+	}
+	if pool {
+		if ok, suppressed := st.s.noEndpointsLog.allow(st.s.now(), refusalLogInterval); ok {
+			st.log.Info("Request refused", "status", r.status, "reason", r.reason, "message", r.message, "model", model,
+				"suppressed", suppressed)
+			return
+		}
+		level = 1
+	}
+	if l := st.log.V(level); l.Enabled() {
+		l.Info("Request refused", "status", r.status, "reason", r.reason, "message", r.message, "model", model)
+	}
 }

@@ -3,9 +3,12 @@ package extproc_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"github.com/go-logr/logr"
@@ -87,6 +90,33 @@ func TestEmitEndpointScores(t *testing.T) {
 	require.Equal(t, "127.10.0.2:8000", best)
 }
 
+// Every scored candidate is emitted, not only the --decision-max-endpoints
+// a record lists (llm-d's router emits one entry per scored candidate too).
+func TestEmitEndpointScoresAllCandidates(t *testing.T) {
+	const n = 12 // > DefaultExplainEndpoints
+	var eps []*scheduling.Endpoint
+	for i := range n {
+		eps = append(eps, endpoint("ep-"+strconv.Itoa(i), "127.10.1."+strconv.Itoa(i+1), 8000, scheduling.Metrics{WaitingQueueSize: i}))
+	}
+	ring := decisions.New(4)
+	h := start(t, queueConfig, eps, func(o *extproc.Options) {
+		o.Decisions = extproc.DecisionOptions{Ring: ring, EmitEndpointScores: true, MaxEndpoints: 2}
+	})
+	out := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/chat/completions", "x-request-id", "all-1"), body(chatBody, true)}, 2)
+	lb := out[0].GetDynamicMetadata().GetFields()[extproc.LBNamespace].GetStructValue().GetFields()
+	scores := lb[extproc.EndpointScoresKey].GetStructValue().GetFields()
+	require.Len(t, scores, n)
+	for i := range n {
+		require.Contains(t, scores, "127.10.1."+strconv.Itoa(i+1)+":8000")
+	}
+	require.Equal(t, "127.10.1.1:8000", lb[extproc.DestinationHeader].GetStringValue())
+	// The record stays capped.
+	recs := ring.Snapshot(decisions.Filter{RequestID: "all-1"})
+	require.Len(t, recs, 1)
+	require.Len(t, recs[0].Profiles[0].Endpoints, 2)
+	require.Equal(t, n-2, recs[0].Profiles[0].Truncated)
+}
+
 // logLine is one captured log line.
 type logLine map[string]any
 
@@ -120,13 +150,74 @@ func (fullQueue) Enqueue(context.Context, *flowcontrol.Item) flowcontrol.Outcome
 func (fullQueue) Started(*flowcontrol.Item) {}
 func (fullQueue) Notify()                   {}
 
+// brokenHandler is a profile handler whose results fail with an error
+// that is no refusal: the EPP's own fault, a 500.
+type brokenHandler struct{}
+
+func (brokenHandler) TypedName() scheduling.TypedName {
+	return scheduling.TypedName{Type: "broken-handler", Name: "broken"}
+}
+func (brokenHandler) Pick(_ context.Context, _ *scheduling.Request, profiles map[string]*scheduling.Profile, results map[string]*scheduling.ProfileResult) []*scheduling.Profile {
+	if len(results) > 0 {
+		return nil
+	}
+	return []*scheduling.Profile{profiles["default"]}
+}
+func (brokenHandler) ProcessResults(context.Context, *scheduling.Request, map[string]*scheduling.ProfileResult) (*scheduling.Result, error) {
+	return nil, errors.New("the handler is broken")
+}
+
+// brokenScheduler puts a scheduler over brokenHandler in the harness.
+func brokenScheduler(t *testing.T) func(*harness) {
+	return func(h *harness) {
+		p, err := scheduling.NewProfile("default", nil, nil, h.rt.Load().Scheduler.Profiles()[0].Picker(), nil)
+		require.NoError(t, err)
+		sched, err := scheduling.NewScheduler(scheduling.SchedulerConfig{ProfileHandler: brokenHandler{}, Profiles: []*scheduling.Profile{p}})
+		require.NoError(t, err)
+		rt := *h.rt.Load()
+		rt.Scheduler = sched
+		h.setRuntime(&rt)
+	}
+}
+
+// realFlow puts a real flowcontrol.Controller over pool in front of the
+// harness's scheduler.
+func realFlow(t *testing.T, cfg flowcontrol.Config, pool *slotPool) func(*harness) {
+	return func(h *harness) {
+		c, err := flowcontrol.New(cfg, pool)
+		require.NoError(t, err)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { c.Run(ctx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+		require.Eventually(t, func() bool { return c.Stats().Running }, 5*time.Second, time.Millisecond)
+		rt := *h.rt.Load()
+		rt.Flow = &gate{c: c}
+		h.setRuntime(&rt)
+	}
+}
+
 // TestRefusalLoggedOnce checks, for several kinds of refusal, that the
-// refusal is logged in exactly one line at its verbosity (client-caused
-// at V(1), the pool's trouble at V(0)), with request
-// id, model, status and reason, and recorded as a decision.
+// refusal is logged in exactly one line up to V(2) among every line that
+// carries the request id, at its verbosity (client- or load-caused at
+// V(1), the pool's trouble at V(0)), with request id, model, status and
+// reason, and recorded as a decision.
 func TestRefusalLoggedOnce(t *testing.T) {
+	saturated := []*scheduling.Endpoint{
+		modelEndpoint("big-0", "127.10.0.1", "big", 0.99),
+		modelEndpoint("mid-0", "127.10.0.3", "mid", 0.995),
+	}
+	noSite := func(o *extproc.Options) {
+		holder := &sitestate.Holder{}
+		here, there := site("here", true, ""), site("there", false, "127.0.0.2:9000")
+		here.Ready, there.Ready = false, false
+		holder.Store(&sitestate.Snapshot{Sites: []sitestate.Site{here, there}, AnyModel: true})
+		withSites(t, holder)(o)
+	}
 	for _, tt := range []struct {
 		name   string
+		cfg    string
+		eps    []*scheduling.Endpoint
 		msgs   []*extprocv3.ProcessingRequest
 		opts   func(*extproc.Options)
 		tweak  func(*harness)
@@ -134,6 +225,7 @@ func TestRefusalLoggedOnce(t *testing.T) {
 		reason string
 		v      float64
 		model  string
+		msg    string // "" for "Request refused"
 	}{{
 		name:   "bad request body",
 		msgs:   []*extprocv3.ProcessingRequest{reqHeaders("/v1/chat/completions", "x-request-id", "ref-1"), body(`{"model": 5`, true)},
@@ -149,23 +241,60 @@ func TestRefusalLoggedOnce(t *testing.T) {
 		tweak:  func(h *harness) { h.view.ready = nil },
 		status: 503, reason: extproc.ReasonNoEndpoints, v: 0, model: "m1",
 	}, {
-		name: "flow-control queue full",
-		msgs: []*extprocv3.ProcessingRequest{reqHeaders("/v1/chat/completions", "x-request-id", "ref-1"), body(chatBody, true)},
+		// A real flow controller over a pool with no free slot: the
+		// request waits its TTL and is turned away by load.
+		name:   "flow control at capacity 0",
+		msgs:   []*extprocv3.ProcessingRequest{reqHeaders("/v1/chat/completions", "x-request-id", "ref-1"), body(chatBody, true)},
+		tweak:  realFlow(t, flowcontrol.Config{DefaultRequestTTL: 50 * time.Millisecond}, &slotPool{endpoints: 1}),
+		status: 429, reason: extproc.ReasonTTLExpired, v: 1, model: "m1",
+	}, {
+		name: "saturated admission",
+		msgs: []*extprocv3.ProcessingRequest{reqHeaders("/v1/chat/completions", "x-request-id", "ref-1", "x-gateway-inference-objective", "batch"), body(chatBody, true)},
+		opts: func(o *extproc.Options) {
+			o.Objective = func(name string) (int, bool) { return -1, name == "batch" }
+		},
+		tweak:  realFlow(t, flowcontrol.Config{}, &slotPool{endpoints: 1}),
+		status: 429, reason: extproc.ReasonShedSaturation, v: 1, model: "m1",
+	}, {
+		// Every model of the chain is KV-saturated: the chain's own line
+		// is at V(4), the refusal is the one line.
+		name: "fallback chain exhausted",
+		cfg:  fallbackConfig, eps: saturated,
+		msgs: []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions", "x-request-id", "ref-1"), body(`{"model":"big","prompt":"hello"}`, true)},
 		tweak: func(h *harness) {
 			rt := *h.rt.Load()
-			rt.Flow = fullQueue{}
+			rt.FallbackChains = map[string][]string{"big": {"mid"}}
 			h.setRuntime(&rt)
 		},
-		status: 429, reason: extproc.ReasonQueueFull, v: 1, model: "m1",
+		status: 503, reason: "admission_reject", v: 1, model: "big",
+	}, {
+		name:   "site refusal",
+		eps:    threePods(),
+		msgs:   []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions", "x-request-id", "ref-1"), body(siteBody, true)},
+		opts:   noSite,
+		status: 503, reason: "no_healthy_site", v: 1, model: "m",
 	}, {
 		name:   "protocol error",
 		msgs:   []*extprocv3.ProcessingRequest{reqHeaders("/v1/chat/completions", "x-request-id", "ref-1"), reqHeaders("/v1/chat/completions", "x-request-id", "ref-1")},
 		status: 400, reason: extproc.ReasonProtocol, v: 1,
+	}, {
+		// The EPP's own failure: one error line.
+		name:   "internal error",
+		msgs:   []*extprocv3.ProcessingRequest{reqHeaders("/v1/chat/completions", "x-request-id", "ref-1"), body(chatBody, true)},
+		tweak:  brokenScheduler(t),
+		status: 500, reason: extproc.ReasonInternal, model: "m1", msg: "Request failed",
 	}} {
 		t.Run(tt.name, func(t *testing.T) {
 			log, lines := captureLogs()
 			ring := decisions.New(4)
-			hp := start(t, queueConfig, threeEndpoints(), func(o *extproc.Options) {
+			cfg, eps := tt.cfg, tt.eps
+			if cfg == "" {
+				cfg = queueConfig
+			}
+			if eps == nil {
+				eps = threeEndpoints()
+			}
+			hp := start(t, cfg, eps, func(o *extproc.Options) {
 				o.Logger = log
 				o.Decisions.Ring = ring
 				if tt.opts != nil {
@@ -178,21 +307,38 @@ func TestRefusalLoggedOnce(t *testing.T) {
 			out := hp.exchange(t, tt.msgs, 1)
 			require.Equal(t, int32(tt.status), int32(out[len(out)-1].GetImmediateResponse().GetStatus().GetCode()))
 
-			var refusals []logLine
+			// Every line up to V(2) that carries the request id, whatever
+			// its message (an error line has no level: V(0)).
+			var mine []logLine
 			for _, l := range lines() {
-				msg, _ := l["msg"].(string)
-				if msg == "Request refused" || msg == "Request failed" || strings.Contains(strings.ToLower(msg), "refus") {
-					refusals = append(refusals, l)
+				v, _ := l["v"].(float64)
+				if v > 2 {
+					continue
+				}
+				for _, val := range l {
+					if str, ok := val.(string); ok && strings.Contains(str, "ref-1") {
+						mine = append(mine, l)
+						break
+					}
 				}
 			}
-			require.Len(t, refusals, 1, "refusal log lines: %v", refusals)
-			l := refusals[0]
+			require.Len(t, mine, 1, "lines up to V(2) with the request id: %v", mine)
+			l := mine[0]
 			require.Equal(t, "ref-1", l["requestID"])
 			require.EqualValues(t, tt.status, l["status"])
 			require.Equal(t, tt.reason, l["reason"])
 			require.Equal(t, tt.model, l["model"])
-			require.Equal(t, "Request refused", l["msg"])
-			require.EqualValues(t, tt.v, l["v"])
+			wantMsg := tt.msg
+			if wantMsg == "" {
+				wantMsg = "Request refused"
+			}
+			require.Equal(t, wantMsg, l["msg"])
+			if v, ok := l["v"]; ok {
+				require.EqualValues(t, tt.v, v)
+			} else {
+				require.Zero(t, tt.v)
+				require.NotEmpty(t, l["error"], "a line without a level is an error")
+			}
 
 			recs := ring.Snapshot(decisions.Filter{RequestID: "ref-1"})
 			require.Len(t, recs, 1)
@@ -200,6 +346,42 @@ func TestRefusalLoggedOnce(t *testing.T) {
 			require.NotEmpty(t, recs[0].Refusal.Message)
 		})
 	}
+}
+
+// The pool's trouble (503 no_endpoints) is logged at V(0) once per
+// interval; the refusals in between are at V(1), and the next V(0) line
+// counts them.
+func TestPoolTroubleRefusalRateLimited(t *testing.T) {
+	log, lines := captureLogs()
+	var mu sync.Mutex
+	now := time.Now()
+	h := start(t, queueConfig, threeEndpoints(), func(o *extproc.Options) {
+		o.Logger = log
+		o.Now = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	})
+	h.view.ready = nil
+	send := func() {
+		out := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/chat/completions"), body(chatBody, true)}, 1)
+		require.EqualValues(t, 503, out[0].GetImmediateResponse().GetStatus().GetCode())
+	}
+	for range 3 {
+		send()
+	}
+	mu.Lock()
+	now = now.Add(11 * time.Second)
+	mu.Unlock()
+	send()
+	var levels []float64
+	var suppressed []any
+	for _, l := range lines() {
+		if l["msg"] == "Request refused" {
+			v, _ := l["v"].(float64)
+			levels = append(levels, v)
+			suppressed = append(suppressed, l["suppressed"])
+		}
+	}
+	require.Equal(t, []float64{0, 1, 1, 0}, levels)
+	require.Equal(t, []any{float64(0), nil, nil, float64(2)}, suppressed)
 }
 
 // BenchmarkRequestPathDecisions is BenchmarkRequestPath with decisions
@@ -266,4 +448,20 @@ func TestDecisionRecordsTheSiteStage(t *testing.T) {
 	require.NotEmpty(t, recs[0].Site.Reason)
 	require.Empty(t, recs[0].Profiles)
 	require.Empty(t, recs[0].Targets)
+
+	// No site can take the model: the stage refuses, and the record keeps
+	// the stage's decision beside the refusal.
+	there := site("there", false, "127.0.0.2:9000")
+	there.Ready = false
+	holder.Store(&sitestate.Snapshot{Sites: []sitestate.Site{local, there}, AnyModel: true})
+	out := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions", "x-request-id", "nosite-1"), body(siteBody, true)}, 1)
+	require.EqualValues(t, 503, out[len(out)-1].GetImmediateResponse().GetStatus().GetCode())
+	recs = ring.Snapshot(decisions.Filter{RequestID: "nosite-1"})
+	require.Len(t, recs, 1)
+	require.NotNil(t, recs[0].Refusal)
+	require.EqualValues(t, 503, recs[0].Refusal.Status)
+	require.NotNil(t, recs[0].Site, "a site-stage refusal keeps the site decision")
+	require.Equal(t, "no_route", recs[0].Site.Reason)
+	require.False(t, recs[0].Site.Local)
+	require.Empty(t, recs[0].Profiles)
 }

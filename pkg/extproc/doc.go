@@ -98,13 +98,15 @@
 // when shed, 503 when nothing is routable or the buffer budget is used up,
 // 500 only for a bug. See errors.go (and queue.go for flow control's) for
 // the closed set of reasons. Each refusal is logged once, in refuse: V(1)
-// for 4xx and 429, V(0) for 503, an error for other 5xx.
+// for 4xx, 429 and the 503s of load or of the request, V(0) (rate-limited)
+// for 503 no_endpoints, an error for other 5xx.
 //
 // With Options.Decisions (decisions.go), every routed or refused request
 // leaves one pkg/decisions Record: the scheduling explanation of its
 // profile runs, the site stage's decision, its targets or refusal; and
-// EmitEndpointScores puts the primary run's totals into the headers
-// response's dynamic metadata (EndpointScoresKey).
+// EmitEndpointScores puts the weighted total of every scored candidate of
+// the primary run into the headers response's dynamic metadata
+// (EndpointScoresKey).
 //
 // # Bounds
 //

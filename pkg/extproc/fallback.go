@@ -178,8 +178,10 @@ func (st *stream) schedule(req *scheduling.Request, cands []*scheduling.Endpoint
 		}
 	}
 	st.s.opts.FallbackMetrics.inc(trigger, 1)
-	if st.log.V(2).Enabled() {
-		st.log.V(2).Info("Fallback chain exhausted", "request", req.ID, "model", req.Model,
+	// V(4): the refusal that follows is the request's one line at the
+	// levels below.
+	if st.log.V(4).Enabled() {
+		st.log.V(4).Info("Fallback chain exhausted", "request", req.ID, "model", req.Model,
 			"trigger", FallbackTriggers()[trigger], "chain", len(chain), "lastError", err.Error())
 	}
 	return req, "", nil, first

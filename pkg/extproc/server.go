@@ -130,8 +130,10 @@ type Options struct {
 	Objective func(name string) (priority int, ok bool)
 	// Metrics records request metrics; nil records nothing.
 	Metrics Recorder
-	// Logger logs decisions: V(0)/V(1) refusals (one line each), V(3) one line per request, V(4)
-	// protocol detail.
+	// Logger logs decisions: each refusal in one line (V(0) for the
+	// pool's trouble, rate-limited; V(1) otherwise; an error for a 5xx
+	// that is the EPP's fault), V(3) one line per request, V(4) protocol
+	// detail.
 	Logger logr.Logger
 	// MaxRequestBodyBytes bounds the buffered request body (413 above);
 	// 0 means DefaultMaxRequestBodyBytes.
@@ -220,6 +222,8 @@ type Server struct {
 	log     logr.Logger
 	now     func() time.Time
 	budget  budget
+	// noEndpointsLog rate-limits the V(0) line of 503 no_endpoints.
+	noEndpointsLog logLimiter
 }
 
 // New returns a Server.

@@ -4,7 +4,6 @@ import (
 	"context"
 	crand "crypto/rand"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -174,11 +173,7 @@ func (st *stream) refuse(r *refusal) ([]*extprocv3.ProcessingResponse, bool) {
 	st.traceRefusal(r)
 	// One line per refusal (refusalLogLevel); the logger carries the
 	// request id once the headers were read.
-	if level, isErr := refusalLogLevel(r.status); isErr {
-		st.log.Error(errors.New(r.message), "Request failed", "status", r.status, "reason", r.reason, "model", model)
-	} else {
-		st.log.V(level).Info("Request refused", "status", r.status, "reason", r.reason, "message", r.message, "model", model)
-	}
+	st.logRefusal(r, model)
 	return []*extprocv3.ProcessingResponse{r.immediate()}, true
 }
 

@@ -4,7 +4,7 @@ package scheduling
 // request (Explain), every profile run of that request records what its
 // filters kept, what every scorer gave each endpoint and what the picker
 // chose, bounded by the Explanation's limits. Without one, Profile.Run
-// pays a nil check per step and allocates nothing (BenchmarkExplainOff).
+// pays a nil check per step and allocates nothing (BenchmarkExplain/off).
 
 import (
 	"math"
@@ -34,6 +34,18 @@ type ExplainLimits struct {
 	// chosen target when it is not among them); the rest are counted in
 	// the Truncated fields. 0 means DefaultExplainEndpoints.
 	MaxEndpoints int
+	// AllScores also keeps every scored endpoint's address and weighted
+	// total of each run, uncapped (Explanation.RunScores), beside the
+	// capped ProfileRun: for the scores a host emits to the gateway, which
+	// must cover every candidate.
+	AllScores bool
+}
+
+// EndpointTotal is one scored endpoint's weighted total in a run.
+type EndpointTotal struct {
+	// Address is the endpoint's host:port.
+	Address string
+	Total   float64
 }
 
 // Explanation collects the profile runs of one request. It is used by the
@@ -44,6 +56,12 @@ type Explanation struct {
 	Runs []ProfileRun
 	// DroppedRuns counts runs past MaxExplainRuns.
 	DroppedRuns int
+
+	// all holds, with ExplainLimits.AllScores, every scored endpoint of
+	// Runs[i] at all[i] (nil for a run that scored nothing). It is not
+	// part of the runs, so a record that keeps Runs does not keep it.
+	all     [][]EndpointTotal
+	keepAll bool
 
 	// Scratch of the run in progress: the endpoints left after the
 	// filters, their weighted totals and the raw scores (scorer-major).
@@ -164,7 +182,7 @@ func Explain(req *Request, l ExplainLimits) *Explanation {
 	if l.MaxEndpoints <= 0 {
 		l.MaxEndpoints = DefaultExplainEndpoints
 	}
-	x := &Explanation{max: l.MaxEndpoints}
+	x := &Explanation{max: l.MaxEndpoints, keepAll: l.AllScores}
 	req.explain = x
 	return x
 }
@@ -314,6 +332,34 @@ func (x *Explanation) picked(p *Profile, req *Request, res *ProfileResult) {
 	if why, ok := PickReasonKey.Get(req); ok {
 		run.Reason = why
 	}
+	if x.keepAll {
+		all := make([]EndpointTotal, n)
+		for i, e := range eps {
+			all[i] = EndpointTotal{Address: e.HostPort(), Total: totals[i]}
+		}
+		for len(x.all) < len(x.Runs) {
+			x.all = append(x.all, nil)
+		}
+		x.all[len(x.Runs)-1] = all
+	}
+}
+
+// RunScores returns every scored endpoint of run, one of x.Runs, with its
+// weighted total, in filter order; nil unless the Explanation was made
+// with ExplainLimits.AllScores.
+func (x *Explanation) RunScores(run *ProfileRun) []EndpointTotal {
+	if x == nil || run == nil {
+		return nil
+	}
+	for i := range x.Runs {
+		if &x.Runs[i] == run {
+			if i < len(x.all) {
+				return x.all[i]
+			}
+			return nil
+		}
+	}
+	return nil
 }
 
 // topIndexes returns the indexes of the k highest totals, highest first,

@@ -166,3 +166,38 @@ func BenchmarkExplain(b *testing.B) {
 		}
 	})
 }
+
+// With AllScores, RunScores has every scored endpoint of a run, uncapped,
+// while the run itself stays capped; without it, nothing.
+func TestExplainRunScores(t *testing.T) {
+	eps := schedulingtest.Endpoints(12, nil)
+	scores := map[string]float64{}
+	for i, e := range eps {
+		scores[e.Name()] = float64(i) / 12
+	}
+	s := &schedulingtest.FakeScorer{Name: "s", Scores: scores}
+	p, err := scheduling.NewProfile("p", nil, []scheduling.WeightedScorer{{Scorer: s, Weight: 2}}, maxPicker{name: "max"}, nil)
+	require.NoError(t, err)
+	for _, tt := range []struct {
+		name string
+		all  bool
+		want int
+	}{{"all scores", true, 12}, {"capped only", false, 0}} {
+		t.Run(tt.name, func(t *testing.T) {
+			req := &scheduling.Request{ID: "r", TargetModel: "m"}
+			x := scheduling.Explain(req, scheduling.ExplainLimits{MaxEndpoints: 3, AllScores: tt.all})
+			_, err := p.Run(t.Context(), req, eps)
+			require.NoError(t, err)
+			run := x.Primary("p")
+			require.NotNil(t, run)
+			require.Len(t, run.Endpoints, 3)
+			got := x.RunScores(run)
+			require.Len(t, got, tt.want)
+			for i, e := range got {
+				require.Equal(t, eps[i].HostPort(), e.Address)
+				require.InDelta(t, 2*float64(i)/12, e.Total, 1e-9)
+			}
+			require.Nil(t, x.RunScores(nil))
+		})
+	}
+}

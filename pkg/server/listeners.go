@@ -212,7 +212,9 @@ func (s *Server) limitStreams(srv any, ss grpc.ServerStream, info *grpc.StreamSe
 	if n := s.streams.Add(1); n > limit {
 		s.streams.Add(-1)
 		s.streamsRejected.Inc()
-		s.log.V(2).Info("ext_proc stream refused: too many open streams", "limit", limit)
+		// Load-caused, like the refusals of a request (pkg/extproc): one
+		// line at V(1).
+		s.log.V(1).Info("ext_proc stream refused: too many open streams", "limit", limit)
 		return status.Errorf(codes.ResourceExhausted, "the endpoint picker has %d ext_proc streams open, its limit (--grpc-max-streams)", limit)
 	}
 	defer s.streams.Add(-1)

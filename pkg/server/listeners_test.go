@@ -8,10 +8,12 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
+	"github.com/go-logr/logr/funcr"
 	"github.com/stretchr/testify/require"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/connectivity"
@@ -240,4 +242,60 @@ func TestGRPCMaxRecvMsgSize(t *testing.T) {
 	st2, err := client.Process(context.Background())
 	require.NoError(t, err)
 	require.Equal(t, "127.0.0.1", strings.Split(route(t, st2), ":")[0])
+}
+
+// Decisions are recorded only where /debug/decisions can be read: with no
+// guard on the metrics port (or no metrics port) the ring is not made, and
+// one line at startup says why.
+func TestDecisionRecordingNeedsAGuard(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "token")
+	require.NoError(t, os.WriteFile(file, []byte("a-test-token-of-32-bytes-0123456\n"), 0o600))
+	for _, tc := range []struct {
+		name       string
+		token      string
+		metrics    string
+		size       int
+		wantRing   bool
+		wantLogged bool
+	}{
+		{name: "no guard", metrics: "127.0.0.1:0", size: 64, wantLogged: true},
+		{name: "no metrics port", token: file, size: 64, wantLogged: true},
+		{name: "token guard", token: file, metrics: "127.0.0.1:0", size: 64, wantRing: true},
+		{name: "off", metrics: "127.0.0.1:0"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			var lines []string
+			cfg := Defaults()
+			cfg.EndpointsFile = sims(t, 1)
+			cfg.GRPCAddr, cfg.HealthAddr, cfg.MetricsAddr = "127.0.0.1:0", "127.0.0.1:0", tc.metrics
+			cfg.MetricsTokenFile, cfg.DecisionBufferSize, cfg.EmitEndpointScores = tc.token, tc.size, true
+			cfg.ShutdownGrace = 5 * time.Second
+			cfg.Logger = funcr.New(func(_, args string) {
+				mu.Lock()
+				defer mu.Unlock()
+				lines = append(lines, args)
+			}, funcr.Options{})
+			s, err := New(cfg)
+			require.NoError(t, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			cancel()
+			require.NoError(t, s.Run(ctx))
+			require.Equal(t, tc.wantRing, s.decisions != nil)
+			require.Equal(t, tc.wantRing, s.decisions.Size() == tc.size && tc.size > 0)
+			mu.Lock()
+			defer mu.Unlock()
+			n := 0
+			for _, l := range lines {
+				if strings.Contains(l, "Decision recording is off") {
+					n++
+				}
+			}
+			want := 0
+			if tc.wantLogged {
+				want = 1
+			}
+			require.Equal(t, want, n, "startup lines: %v", lines)
+		})
+	}
 }

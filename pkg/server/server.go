@@ -70,7 +70,9 @@ type Config struct {
 	EnablePprof bool
 	// DecisionBufferSize is how many recent decisions /debug/decisions
 	// keeps (--decision-buffer-size); 0 records none. At most
-	// decisions.MaxSize.
+	// decisions.MaxSize. Without an authenticated metrics port
+	// (MetricsFilter or MetricsTokenFile) nothing is recorded either:
+	// /debug/decisions could not be read.
 	DecisionBufferSize int
 	// DecisionEndpoints bounds the endpoints a decision lists per filter
 	// and per profile run (--decision-max-endpoints); 0 means
@@ -352,10 +354,11 @@ func New(cfg Config) (*Server, error) {
 	case cfg.EndpointsFile != "" && cfg.Source != nil:
 		return nil, errors.New("two endpoint sources: --endpoints-file and Kubernetes mode are mutually exclusive")
 	}
-	s := &Server{cfg: cfg, log: cfg.Logger, reg: cfg.Registry, decisions: decisions.New(cfg.DecisionBufferSize)}
+	s := &Server{cfg: cfg, log: cfg.Logger, reg: cfg.Registry}
 	if s.log.GetSink() == nil {
 		s.log = logr.Discard()
 	}
+	s.decisions = s.newDecisionRing()
 	if s.reg == nil {
 		s.reg = prometheus.NewRegistry()
 		s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -459,6 +462,25 @@ func New(cfg Config) (*Server, error) {
 	}
 	built = true
 	return s, nil
+}
+
+// newDecisionRing returns the ring of --decision-buffer-size, or nil when
+// /debug/decisions could never be read: it is served only on an
+// authenticated metrics port (Config.MetricsFilter or
+// Config.MetricsTokenFile), and every /debug/ path answers 404 otherwise.
+// Recording nobody can read would cost every request for nothing, so it is
+// off then, said once here. --emit-endpoint-scores does not need the ring.
+func (s *Server) newDecisionRing() *decisions.Ring {
+	size := s.cfg.DecisionBufferSize
+	if size <= 0 {
+		return nil
+	}
+	if s.cfg.MetricsAddr == "" || (s.cfg.MetricsFilter == nil && s.cfg.MetricsTokenFile == "") {
+		s.log.Info("Decision recording is off: /debug/decisions is served only on an authenticated metrics port (--metrics-token-file, or --metrics-endpoint-auth in Kubernetes mode)",
+			"decisionBufferSize", size, "metricsAddr", s.cfg.MetricsAddr)
+		return nil
+	}
+	return decisions.New(size)
 }
 
 // endpointStats returns the datastore's accounting of an endpoint.

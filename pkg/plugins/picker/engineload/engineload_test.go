@@ -274,6 +274,9 @@ func TestC20_Outcomes(t *testing.T) {
 		// base strategy must have picked among wantBase.
 		wantEndpoint string
 		wantBase     []string
+		// nilRequest picks for no request (a picker must cope): the
+		// decision is counted, with no request to carry its reason.
+		nilRequest bool
 	}{
 		{name: "gap 63 holds", scored: eps(0, 63), wantReason: ReasonHysteresisHold, wantBase: []string{"ep-0", "ep-1"}},
 		{name: "gap 64 holds (must exceed)", scored: eps(10, 74), wantReason: ReasonHysteresisHold, wantBase: []string{"ep-0", "ep-1"}},
@@ -281,6 +284,7 @@ func TestC20_Outcomes(t *testing.T) {
 		{name: "ratio 1.5 holds (must exceed)", scored: eps(200, 300), wantReason: ReasonHysteresisHold, wantBase: []string{"ep-0", "ep-1"}},
 		{name: "gap 65 ratio 1.6 ranks", scored: eps(173, 108, 150), wantReason: ReasonEngineLoad, wantEndpoint: "ep-1"},
 		{name: "from zero", scored: eps(70, 0), wantReason: ReasonEngineLoad, wantEndpoint: "ep-1"},
+		{name: "no request ranks", scored: eps(173, 108, 150), wantReason: ReasonEngineLoad, wantEndpoint: "ep-1", nilRequest: true},
 		{name: "all idle holds", scored: eps(0, 0, 0), wantReason: ReasonHysteresisHold, wantBase: []string{"ep-0", "ep-1", "ep-2"}},
 		{name: "one candidate holds", scored: eps(500), wantReason: ReasonHysteresisHold, wantBase: []string{"ep-0"}},
 		{name: "one stale candidate falls back despite a wide gap", scored: stale(eps(0, 500, 900), 2, now.Add(-time.Second)), wantReason: ReasonStaleFallback, wantBase: []string{"ep-0", "ep-1", "ep-2"}},
@@ -291,11 +295,16 @@ func TestC20_Outcomes(t *testing.T) {
 			reg := prometheus.NewRegistry()
 			pk, base := setup(t, reg, logr.Discard(), nil)
 			// An explained request (/debug/decisions) gets the reason.
-			req := &scheduling.Request{ID: "r"}
-			scheduling.Explain(req, scheduling.ExplainLimits{})
+			var req *scheduling.Request
+			if !tt.nilRequest {
+				req = &scheduling.Request{ID: "r"}
+				scheduling.Explain(req, scheduling.ExplainLimits{})
+			}
 			res := pk.Pick(t.Context(), req, tt.scored)
-			if why, _ := scheduling.PickReasonKey.Get(req); why != tt.wantReason {
-				t.Errorf("PickReasonKey = %q, want %q", why, tt.wantReason)
+			if req != nil {
+				if why, _ := scheduling.PickReasonKey.Get(req); why != tt.wantReason {
+					t.Errorf("PickReasonKey = %q, want %q", why, tt.wantReason)
+				}
 			}
 			if len(res.Targets) != 1 {
 				t.Fatalf("targets = %v", schedulingtest.Names(res.Targets))

@@ -187,6 +187,18 @@ func (p *Picker) StrategyPicker() scheduling.Picker { return p.strategy }
 // name (what `epp validate -o yaml` shows and reloads compare).
 func (p *Picker) EffectiveParams() any { return p.params }
 
+// explainReason records why the strategy's choice was made, for an
+// explained request (scheduling.PickReasonKey): the strategy's name, and
+// after a "/" the reason the strategy itself gave, if any (e.g.
+// "engine-load/hysteresis").
+func (p *Picker) explainReason(req *scheduling.Request) {
+	reason := p.params.Strategy
+	if why, ok := scheduling.PickReasonKey.Get(req); ok && why != "" {
+		reason += "/" + why
+	}
+	scheduling.PickReasonKey.Set(req, reason)
+}
+
 // Pick implements scheduling.Picker. Without a profile's total weight the
 // scorers cannot be judged, so the strategy decides.
 func (p *Picker) Pick(ctx context.Context, req *scheduling.Request, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
@@ -227,6 +239,9 @@ func (p *Picker) PickInProfile(ctx context.Context, req *scheduling.Request, sco
 			scheduling.DecidedByKey.Set(req, scheduling.DecidedByStrategy)
 		}
 		res := p.runStrategy(ctx, req, scored, info)
+		if !info.FallbacksOnly && scheduling.Explaining(req) {
+			p.explainReason(req)
+		}
 		if l := p.log.V(4); l.Enabled() && len(res.Targets) > 0 {
 			l.Info("Strategy picker: the strategy decided", "strategy", p.params.Strategy, "endpoint", res.Targets[0].String(), "request", requestID(req))
 		}
@@ -249,6 +264,11 @@ func (p *Picker) PickInProfile(ctx context.Context, req *scheduling.Request, sco
 	fallbacks := info
 	fallbacks.FallbacksOnly = true
 	rest := p.runStrategy(ctx, req, scored, fallbacks).Targets
+	if scheduling.Explaining(req) {
+		// The scorers chose the primary (DecidedByKey says so): a reason
+		// the strategy gave while ordering the fallbacks is not why.
+		scheduling.PickReasonKey.Delete(req)
+	}
 	targets := make([]*scheduling.Endpoint, 1, min(p.Max, len(scored)))
 	targets[0] = chosen.Endpoint
 	for _, e := range rest {

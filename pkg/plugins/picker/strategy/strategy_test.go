@@ -27,16 +27,20 @@ type fakeStrategy struct {
 	mu        sync.Mutex
 	calls     int
 	lastInfo  *scheduling.PickInfo
+	reason    string // set as scheduling.PickReasonKey when not empty
 }
 
 func (f *fakeStrategy) TypedName() scheduling.TypedName {
 	return scheduling.TypedName{Type: f.typ, Name: f.name}
 }
 
-func (f *fakeStrategy) Pick(_ context.Context, _ *scheduling.Request, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
+func (f *fakeStrategy) Pick(_ context.Context, req *scheduling.Request, scored []scheduling.ScoredEndpoint) *scheduling.ProfileResult {
 	f.mu.Lock()
 	f.calls++
 	f.mu.Unlock()
+	if f.reason != "" && scheduling.Explaining(req) {
+		scheduling.PickReasonKey.Set(req, f.reason)
+	}
 	return pick.Rotated(scored, f.turn.Next(), f.max)
 }
 
@@ -555,5 +559,47 @@ func TestC37_StrictDominanceClearedWithoutCandidates(t *testing.T) {
 	p.PickInProfile(t.Context(), req, nil, scheduling.PickInfo{TotalWeight: 1})
 	if _, left := scheduling.StrictDominanceKey.Get(req); left {
 		t.Error("StrictDominanceKey left on the request")
+	}
+}
+
+// TestPickReason: for an explained request, the strategy's choice says
+// why (PickReasonKey): the strategy's name and the strategy's own reason;
+// a choice of the scorers leaves no reason, and an unexplained request
+// gets none.
+func TestPickReason(t *testing.T) {
+	for _, tt := range []struct {
+		name      string
+		scores    []float64
+		max       int
+		reason    string // the fake strategy's own
+		explained bool
+		want      string // "" for no reason set
+	}{
+		{name: "strategy decides", scores: []float64{1, 1, 1}, explained: true, want: strategies.Default},
+		{name: "strategy decides with its reason", scores: []float64{1, 1, 1}, reason: "hysteresis", explained: true, want: strategies.Default + "/hysteresis"},
+		{name: "scorers decide", scores: []float64{0, 7, 0}, reason: "hysteresis", explained: true},
+		{name: "scorers decide, strategy orders the fallbacks", scores: []float64{0, 7, 0}, max: 3, reason: "hysteresis", explained: true},
+		{name: "not explained", scores: []float64{1, 1, 1}, reason: "hysteresis"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			params := DefaultParams()
+			if tt.max > 0 {
+				params.MaxNumOfEndpoints = tt.max
+			}
+			p, f := newPicker(t, params, prometheus.NewRegistry())
+			f.reason = tt.reason
+			req := &scheduling.Request{ID: "r"}
+			if tt.explained {
+				scheduling.Explain(req, scheduling.ExplainLimits{})
+			}
+			res := p.PickInProfile(t.Context(), req, schedulingtest.Scored(tt.scores...), scheduling.PickInfo{TotalWeight: 7, Scorers: 3})
+			if len(res.Targets) == 0 {
+				t.Fatal("no target")
+			}
+			got, ok := scheduling.PickReasonKey.Get(req)
+			if got != tt.want || ok != (tt.want != "") {
+				t.Errorf("PickReasonKey = %q, %v; want %q", got, ok, tt.want)
+			}
+		})
 	}
 }
