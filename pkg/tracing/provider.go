@@ -50,14 +50,7 @@ func New(ctx context.Context, cfg Config, log logr.Logger) (*Provider, error) {
 	if len(cfg.Exporters) == 0 {
 		return nil, errors.New("tracing: no exporter")
 	}
-	opts := []sdktrace.TracerProviderOption{sdktrace.WithSampler(sampler(cfg.Sampler, cfg.SamplerArg))}
-	for _, name := range cfg.Exporters {
-		exp, err := newExporter(ctx, name, cfg.Endpoint, cfg.ExportTimeout)
-		if err != nil {
-			return nil, fmt.Errorf("tracing: %s exporter: %w", name, err)
-		}
-		opts = append(opts, sdktrace.WithBatcher(exp, bspOpts...))
-	}
+	// The resource first: nothing to shut down when it fails.
 	name := cfg.ServiceName
 	if name == "" {
 		name = DefaultServiceName
@@ -71,7 +64,25 @@ func New(ctx context.Context, cfg Config, log logr.Logger) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tracing: resource: %w", err)
 	}
-	opts = append(opts, sdktrace.WithResource(res))
+	limits := sdktrace.NewSpanLimits() // the other limits' OTEL_SPAN_* variables
+	limits.AttributeValueLengthLimit = cfg.AttributeValueLengthLimit
+	if limits.AttributeValueLengthLimit <= 0 {
+		limits.AttributeValueLengthLimit = DefaultAttributeValueLengthLimit
+	}
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithSpanLimits(limits),
+		sdktrace.WithSampler(sampler(cfg.Sampler, cfg.SamplerArg, cfg.IgnoreRemoteSampled))}
+	var built []sdktrace.SpanExporter
+	for _, name := range cfg.Exporters {
+		exp, err := newExporter(ctx, name, cfg.Endpoint, cfg.ExportTimeout)
+		if err != nil {
+			for _, e := range built { // nothing exported yet: returns at once
+				_ = e.Shutdown(ctx)
+			}
+			return nil, fmt.Errorf("tracing: %s exporter: %w", name, err)
+		}
+		built = append(built, exp)
+		opts = append(opts, sdktrace.WithBatcher(exp, bspOpts...))
+	}
 	tp := sdktrace.NewTracerProvider(opts...)
 	prop := propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 	p := &Provider{tp: tp, tracer: &Tracer{t: tp.Tracer(ScopeName), prop: prop}}
@@ -81,7 +92,8 @@ func New(ctx context.Context, cfg Config, log logr.Logger) (*Provider, error) {
 		otel.SetErrorHandler(&errorLog{log: log.WithName("tracing"), every: 5 * time.Minute})
 	}
 	log.Info("Tracing on", "exporters", strings.Join(cfg.Exporters, ","), "endpoint", cfg.Endpoint,
-		"sampler", cfg.Sampler, "samplerArg", cfg.SamplerArg)
+		"sampler", cfg.Sampler, "samplerArg", cfg.SamplerArg, "ignoreRemoteSampled", cfg.IgnoreRemoteSampled,
+		"attributeValueLengthLimit", limits.AttributeValueLengthLimit)
 	return p, nil
 }
 
@@ -106,8 +118,16 @@ func newExporter(ctx context.Context, name, endpoint string, timeout time.Durati
 	return nil, fmt.Errorf("unknown exporter %q", name)
 }
 
-// sampler builds the sampler named as OTEL_TRACES_SAMPLER does.
-func sampler(name string, ratio float64) sdktrace.Sampler {
+// sampler builds the sampler named as OTEL_TRACES_SAMPLER does; with
+// ignoreRemote, a parentbased_* sampler decides by its root sampler under
+// a remote (incoming) parent, whatever its sampled flag says.
+func sampler(name string, ratio float64, ignoreRemote bool) sdktrace.Sampler {
+	parentBased := func(root sdktrace.Sampler) sdktrace.Sampler {
+		if !ignoreRemote {
+			return sdktrace.ParentBased(root)
+		}
+		return sdktrace.ParentBased(root, sdktrace.WithRemoteParentSampled(root), sdktrace.WithRemoteParentNotSampled(root))
+	}
 	switch name {
 	case "always_on":
 		return sdktrace.AlwaysSample()
@@ -116,11 +136,11 @@ func sampler(name string, ratio float64) sdktrace.Sampler {
 	case "traceidratio":
 		return sdktrace.TraceIDRatioBased(ratio)
 	case "parentbased_always_on":
-		return sdktrace.ParentBased(sdktrace.AlwaysSample())
+		return parentBased(sdktrace.AlwaysSample())
 	case "parentbased_always_off":
-		return sdktrace.ParentBased(sdktrace.NeverSample())
+		return parentBased(sdktrace.NeverSample())
 	default: // parentbased_traceidratio
-		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))
+		return parentBased(sdktrace.TraceIDRatioBased(ratio))
 	}
 }
 
