@@ -59,7 +59,9 @@ type Config struct {
 	Exporters []string
 	// Endpoint is the OTLP/gRPC collector: a URL (http:// is plaintext, as
 	// GIE always is; https:// uses TLS with the system roots) or a bare
-	// host:port (plaintext).
+	// host:port (plaintext, unless OTEL_EXPORTER_OTLP_INSECURE or
+	// OTEL_EXPORTER_OTLP_CERTIFICATE is set: then the exporter follows
+	// them).
 	Endpoint string
 	// Sampler is one of Samplers; SamplerArg is its ratio in [0, 1] for the
 	// traceidratio samplers.

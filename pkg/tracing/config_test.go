@@ -110,3 +110,24 @@ func TestSampler(t *testing.T) {
 	}
 	require.Len(t, Samplers, 6)
 }
+
+// A bare host:port is plaintext unless the TLS variables say otherwise
+// (then the exporter reads them).
+func TestBareIsPlaintext(t *testing.T) {
+	for _, tt := range []struct {
+		env  map[string]string
+		want bool
+	}{
+		{nil, true},
+		{map[string]string{"OTEL_EXPORTER_OTLP_INSECURE": ""}, true},
+		{map[string]string{"OTEL_EXPORTER_OTLP_INSECURE": "false"}, false},
+		{map[string]string{"OTEL_EXPORTER_OTLP_TRACES_INSECURE": "true"}, false},
+		{map[string]string{"OTEL_EXPORTER_OTLP_CERTIFICATE": "/ca.pem"}, false},
+		{map[string]string{"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE": "/ca.pem"}, false},
+	} {
+		t.Run(fmt.Sprint(tt.env), func(t *testing.T) {
+			lookup := func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok }
+			require.Equal(t, tt.want, bareIsPlaintext(lookup))
+		})
+	}
+}

@@ -109,13 +109,31 @@ func newExporter(ctx context.Context, name, endpoint string, timeout time.Durati
 			// http:// is plaintext, https:// TLS.
 			opts = append(opts, otlptracegrpc.WithEndpointURL(endpoint))
 		} else {
-			opts = append(opts, otlptracegrpc.WithEndpoint(endpoint), otlptracegrpc.WithInsecure())
+			opts = append(opts, otlptracegrpc.WithEndpoint(endpoint))
+			if bareIsPlaintext(os.LookupEnv) {
+				opts = append(opts, otlptracegrpc.WithInsecure())
+			}
 		}
 		return otlptracegrpc.New(ctx, opts...)
 	case ExporterConsole:
 		return stdouttrace.New(stdouttrace.WithWriter(os.Stdout), stdouttrace.WithPrettyPrint())
 	}
 	return nil, fmt.Errorf("unknown exporter %q", name)
+}
+
+// bareIsPlaintext reports whether a bare host:port endpoint is dialled
+// in plaintext: yes (as GIE) unless OTEL_EXPORTER_OTLP_[TRACES_]INSECURE
+// or OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE is set, which the exporter
+// then honours (INSECURE=false or a CA file: TLS). A URL's scheme decides
+// by itself (http:// plaintext, https:// TLS), as the specification says.
+func bareIsPlaintext(lookup func(string) (string, bool)) bool {
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_TRACES_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE",
+		"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE"} {
+		if v, ok := lookup(k); ok && strings.TrimSpace(v) != "" {
+			return false
+		}
+	}
+	return true
 }
 
 // sampler builds the sampler named as OTEL_TRACES_SAMPLER does; with
