@@ -81,6 +81,9 @@ func New(ctx context.Context, cfg Config, log logr.Logger) (*Provider, error) {
 			return nil, fmt.Errorf("tracing: %s exporter: %w", name, err)
 		}
 		built = append(built, exp)
+	}
+	// The batchers last: WithBatcher starts its goroutine at once.
+	for _, exp := range built {
 		opts = append(opts, sdktrace.WithBatcher(exp, bspOpts...))
 	}
 	tp := sdktrace.NewTracerProvider(opts...)
