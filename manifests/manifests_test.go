@@ -279,6 +279,7 @@ func checkEPP(t *testing.T, objs objects, want expectation) {
 		"--pool-group":     inferenceGrp,
 		"--zap-encoder":    "json",
 		"--v":              "1",
+		"--tracing":        "false", // as GIE's chart
 	} {
 		if got := flags[flag]; got != value {
 			t.Errorf("epp %s = %q, want %q (args %q)", flag, got, value, c.Args)

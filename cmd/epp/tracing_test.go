@@ -14,7 +14,8 @@ import (
 // environment is not read; a bad variable fails startup with its name.
 func TestServeTracingFlag(t *testing.T) {
 	for _, k := range []string{"OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
-		"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG"} {
+		"OTEL_EXPORTER_OTLP_PROTOCOL", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "OTEL_TRACES_SAMPLER", "OTEL_TRACES_SAMPLER_ARG",
+		"OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT", "SWITCHYARD_TRACING_IGNORE_REMOTE_SAMPLED", "OTEL_RESOURCE_ATTRIBUTES"} {
 		t.Setenv(k, "")
 	}
 	cfgOf := func(args ...string) (tracing.Config, error) {
@@ -32,6 +33,9 @@ func TestServeTracingFlag(t *testing.T) {
 	require.Equal(t, "http://localhost:4317", got.Endpoint)
 	require.Equal(t, "parentbased_traceidratio", got.Sampler)
 	require.Equal(t, 0.1, got.SamplerArg)
+	require.Equal(t, "gateway-api-inference-extension/epp", got.ServiceName, "GIE's service.name")
+	require.Equal(t, 512, got.AttributeValueLengthLimit)
+	require.False(t, got.IgnoreRemoteSampled)
 
 	t.Setenv("OTEL_TRACES_SAMPLER_ARG", "lots")
 	_, err = cfgOf()

@@ -106,6 +106,7 @@ func (st *stream) hold() (out []*extprocv3.ProcessingResponse, done bool) {
 	o := fc.Enqueue(st.ctx, it)
 	st.flow = fc
 	queued := !it.EnqueueTime().IsZero()
+	st.traceFlowOutcome(GIEOutcome(o, queued))
 	if fr := st.s.flowRec; fr != nil {
 		enq := st.s.now().Sub(start)
 		if queued {

@@ -58,6 +58,7 @@ func (st *stream) route(end bodyEnd) ([]*extprocv3.ProcessingResponse, bool) {
 		}
 	}
 	st.req = req
+	st.tracePriority(req.Priority)
 	st.explainStart(req)
 	st.s.m.RequestReceived(req.Model, req.TargetModel, req.Priority)
 	st.s.m.RequestSize(req.Model, req.TargetModel, len(st.body))
@@ -75,10 +76,10 @@ func (st *stream) route(end bodyEnd) ([]*extprocv3.ProcessingResponse, bool) {
 	// Flow control: wait here while the pool is saturated (queue.go).
 	flowSpan := st.flowSpan()
 	if out, done := st.hold(); done {
-		flowSpan.End()
+		st.endFlowSpan(flowSpan)
 		return out, true
 	}
-	flowSpan.End()
+	st.endFlowSpan(flowSpan)
 	defer st.flowStarted()
 	cands, r := st.candidates()
 	if r != nil {

@@ -36,6 +36,34 @@ type streamTrace struct {
 	// refusal is the reason of the refusal that ended the request.
 	refusal string
 	status  int
+	// prio is the request's priority, once parsed (prioSet).
+	prio    int
+	prioSet bool
+	// flowOutcome is flow control's outcome (GIEOutcome), once held.
+	flowOutcome string
+}
+
+// tracePriority notes the parsed request's priority for the
+// orchestration span (request_prio, where GIE puts it).
+func (st *stream) tracePriority(prio int) {
+	if st.tr.rec {
+		st.tr.prio, st.tr.prioSet = prio, true
+	}
+}
+
+// traceFlowOutcome notes flow control's outcome for its span.
+func (st *stream) traceFlowOutcome(outcome string) {
+	if st.tr.rec {
+		st.tr.flowOutcome = outcome
+	}
+}
+
+// endFlowSpan ends the flow control span with its outcome.
+func (st *stream) endFlowSpan(sp trace.Span) {
+	if sp.IsRecording() && st.tr.flowOutcome != "" {
+		sp.SetAttributes(attribute.String(tracing.AttrFlowOutcome, st.tr.flowOutcome))
+	}
+	sp.End()
 }
 
 // traceBegin notes the stream's start, the start of its span.
@@ -87,8 +115,10 @@ func (st *stream) enter(name string) spanScope {
 	switch {
 	case route && st.tr.reqBody != nil:
 		st.tr.reqBody.End() // the body is complete
+		st.tr.reqBody = nil // ended once: traceEnd must not end it again
 	case name == tracing.SpanResponseComplete && st.tr.respBody != nil:
 		st.tr.respBody.End()
+		st.tr.respBody = nil
 	}
 	prev := st.ctx
 	ctx, sp := tracing.Start(st.tr.rootCtx, name)
@@ -103,6 +133,9 @@ func (st *stream) exit(s spanScope) {
 	}
 	st.ctx = s.prev
 	if s.route {
+		if st.tr.prioSet {
+			s.span.SetAttributes(attribute.Int(tracing.AttrPriority, st.tr.prio))
+		}
 		if st.tr.refusal != "" {
 			s.span.SetAttributes(attribute.String(tracing.AttrRefusalReason, st.tr.refusal))
 			s.span.SetStatus(codes.Error, "refused: "+st.tr.refusal)

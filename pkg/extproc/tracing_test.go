@@ -3,7 +3,9 @@ package extproc_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -13,13 +15,16 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/switchyard-ai/switchyard/pkg/extproc"
+	"github.com/switchyard-ai/switchyard/pkg/flowcontrol"
 	"github.com/switchyard-ai/switchyard/pkg/multisite/sitestate"
 	"github.com/switchyard-ai/switchyard/pkg/tracing"
 	"github.com/switchyard-ai/switchyard/pkg/tracing/tracingtest"
 )
 
 // traceConfig has a plugin at every extension point scheduling traces: a
-// data producer, an admitter, a filter, two scorers and a picker.
+// data producer (which also has the PreRequest, ResponseReceived and
+// ResponseComplete hooks), an admitter, a filter, two scorers and a
+// picker.
 const traceConfig = `apiVersion: inference.networking.x-k8s.io/v1alpha1
 kind: EndpointPickerConfig
 plugins:
@@ -153,9 +158,15 @@ func TestTracingOneRequest(t *testing.T) {
 	orch := childOf(tracing.SpanRequestOrchestration, root)
 	require.Equal(t, dest, orch.Attributes[tracing.AttrEndpoint])
 	require.Equal(t, "here", orch.Attributes[tracing.AttrSite])
-	childOf(tracing.SpanResponseHeaders, root)
+	require.Equal(t, "0", orch.Attributes[tracing.AttrPriority], "request_prio is on the orchestration span, as in GIE")
+	respHdrs := childOf(tracing.SpanResponseHeaders, root)
 	childOf(tracing.SpanResponseBody, root)
-	childOf(tracing.SpanResponseComplete, root)
+	respDone := childOf(tracing.SpanResponseComplete, root)
+	// The response hooks run in their response steps (PreRequest below,
+	// in the scheduling).
+	childOf("ResponseReceived inflight-load-producer", respHdrs)
+	childOf("ResponseComplete inflight-load-producer", respDone)
+	require.Empty(t, tree.Named(tracing.SpanFlowControl), "no flow control span without flow control")
 
 	siteSpan := childOf(tracing.SpanSiteStage, orch)
 	require.Equal(t, "here", siteSpan.Attributes[tracing.AttrSite])
@@ -171,6 +182,9 @@ func TestTracingOneRequest(t *testing.T) {
 	require.Equal(t, "inflight-load-producer", producer.Attributes[tracing.AttrPluginType])
 	require.Equal(t, "PrepareData", producer.Attributes[tracing.AttrPoint])
 	childOf("Admission kv-saturation-admitter", sched)
+	// PreRequest runs once the endpoint is picked, at the end of Process.
+	pre := childOf("PreRequest inflight-load-producer", sched)
+	require.Equal(t, "PreRequest", pre.Attributes[tracing.AttrPoint])
 	prof := childOf(tracing.SpanProfile, sched)
 	require.Equal(t, "default", prof.Attributes[tracing.AttrProfile])
 	require.Equal(t, dest, prof.Attributes[tracing.AttrEndpoint])
@@ -198,6 +212,115 @@ func TestTracingOneRequest(t *testing.T) {
 		}
 		require.True(t, ok, "%s is below the stream's span", s.Name)
 	}
+}
+
+// waitSpan waits for the collector to hold a span named name and returns
+// every span it holds then.
+func waitSpan(t *testing.T, coll *tracingtest.Collector, prov *tracing.Provider, name string) []tracingtest.Span {
+	t.Helper()
+	require.NoError(t, prov.ForceFlush(t.Context()))
+	var spans []tracingtest.Span
+	require.Eventually(t, func() bool {
+		spans = coll.Spans()
+		for _, s := range spans {
+			if s.Name == name {
+				return true
+			}
+		}
+		return false
+	}, 10*time.Second, 10*time.Millisecond)
+	return spans
+}
+
+// With flow control on, the wait in it is a span of the orchestration,
+// with its outcome, before the scheduling.
+func TestTracingFlowControl(t *testing.T) {
+	coll := tracingtest.Start(t)
+	prov := newProvider(t, coll.Endpoint(), "always_on", 0)
+	c, err := flowcontrol.New(flowcontrol.Config{}, &slotPool{open: true, endpoints: 3})
+	require.NoError(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { c.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+	require.Eventually(t, func() bool { return c.Stats().Running }, 5*time.Second, time.Millisecond)
+	h := start(t, traceConfig, threePods(), withTracer(prov))
+	rt := *h.rt.Load()
+	rt.Flow = &gate{c: c}
+	h.setRuntime(&rt)
+
+	got := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(siteBody, true),
+		respHeaders("", true, ":status", "200")}, 3)
+	require.NotEmpty(t, setHeaders(got[0])[extproc.DestinationHeader])
+	tree := tracingtest.NewTree(waitSpan(t, coll, prov, tracing.SpanRequest))
+	orch := tree.Named(tracing.SpanRequestOrchestration)
+	require.Len(t, orch, 1)
+	flow := tree.Named(tracing.SpanFlowControl)
+	require.Len(t, flow, 1)
+	require.Equal(t, orch[0].SpanID, flow[0].ParentID, "the flow control span is a child of the orchestration")
+	require.Equal(t, "Dispatched", flow[0].Attributes[tracing.AttrFlowOutcome])
+	sched := tree.Named(tracing.SpanSchedule)
+	require.Len(t, sched, 1)
+	require.False(t, sched[0].Start.Before(flow[0].End), "scheduling starts after the flow control wait")
+}
+
+// A client cannot make the export queue hold its request body: a 1 MiB
+// model name reaches the collector cut to the attribute length limit, on
+// every span that carries it.
+func TestTracingAttributeLengthLimit(t *testing.T) {
+	coll := tracingtest.Start(t)
+	prov := newProvider(t, coll.Endpoint(), "parentbased_traceidratio", 0)
+	h := start(t, traceConfig, threePods(), withTracer(prov))
+	model := strings.Repeat("m", 1<<20)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	stream, err := h.client.Process(ctx)
+	require.NoError(t, err)
+	for _, m := range []*extprocv3.ProcessingRequest{
+		// A client-sent sampled flag is honoured by default: it forces sampling.
+		reqHeaders("/v1/completions", "traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"),
+		body(`{"model":"`+model+`","prompt":"hello"}`, true), respHeaders("", true, ":status", "200")} {
+		require.NoError(t, stream.Send(m))
+	}
+	first, err := stream.Recv()
+	require.NoError(t, err)
+	require.NotEmpty(t, setHeaders(first)[extproc.DestinationHeader])
+	require.NoError(t, stream.CloseSend())
+	for err == nil { // the body, in chunks, and the response headers
+		_, err = stream.Recv()
+	}
+	require.ErrorIs(t, err, io.EOF)
+	tree := tracingtest.NewTree(waitSpan(t, coll, prov, tracing.SpanRequest))
+	var carriers int
+	for _, name := range []string{tracing.SpanRequest, tracing.SpanRequestOrchestration, tracing.SpanSchedule} {
+		ss := tree.Named(name)
+		require.Len(t, ss, 1, name)
+		for _, k := range []string{tracing.AttrModel, tracing.AttrTargetModel} {
+			v, ok := ss[0].Attributes[k]
+			require.True(t, ok, "%s has %s", name, k)
+			require.Equal(t, model[:tracing.DefaultAttributeValueLengthLimit], v, "%s's %s is truncated", name, k)
+			carriers++
+		}
+	}
+	require.Equal(t, 6, carriers)
+}
+
+// With IgnoreRemoteSampled, a client's traceparent with the sampled flag
+// set does not force sampling: the ratio (0) decides, and the upstream
+// still continues the client's trace ID, unsampled.
+func TestTracingIgnoreRemoteSampled(t *testing.T) {
+	coll := tracingtest.Start(t)
+	prov := newProvider(t, coll.Endpoint(), "parentbased_traceidratio", 0, func(c *tracing.Config) { c.IgnoreRemoteSampled = true })
+	h := start(t, traceConfig, threePods(), withTracer(prov))
+	const inTrace = "4bf92f3577b34da6a3ce929d0e0e4736"
+	got := h.exchange(t, []*extprocv3.ProcessingRequest{
+		reqHeaders("/v1/completions", "traceparent", "00-"+inTrace+"-00f067aa0ba902b7-01"),
+		body(siteBody, true), respHeaders("", true, ":status", "200")}, 3)
+	upTrace, _, flags := traceparent(t, setHeaders(got[0])["traceparent"])
+	require.Equal(t, inTrace, upTrace)
+	require.Equal(t, "00", flags, "the client's sampled flag is not followed")
+	require.NoError(t, prov.ForceFlush(t.Context()))
+	require.Empty(t, coll.Spans())
 }
 
 func names(spans []tracingtest.Span) []string {
@@ -295,10 +418,29 @@ func TestTracingUnreachableCollector(t *testing.T) {
 	_ = prov.Shutdown(sctx) // gives up: the collector is unreachable
 	shutdownDone = true
 	require.Less(t, time.Since(t0), 5*time.Second, "Shutdown returns by its deadline")
-	// The export under way ends by its own timeout (goleak checks that
-	// nothing is left when the package's tests end).
-	time.Sleep(3 * time.Second)
+	// The export under way ends by its own timeout (2 s): wait for the
+	// exporter's and batch processor's goroutines to be gone (goleak
+	// checks again when the package's tests end).
+	require.Eventually(t, func() bool { return !exporterRunning() }, 30*time.Second, 50*time.Millisecond,
+		"the OTLP export ends by its timeout after Shutdown gave up")
 	fmt.Fprintln(testWriter{t}, "slowest request with an unreachable collector:", slowest)
+}
+
+// exporterRunning reports whether a goroutine of the OpenTelemetry
+// batch span processor or OTLP exporter is still running.
+func exporterRunning() bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	st := string(buf)
+	return strings.Contains(st, "go.opentelemetry.io/otel/sdk/trace.(*batchSpanProcessor)") ||
+		strings.Contains(st, "go.opentelemetry.io/otel/exporters/otlp/otlptrace")
 }
 
 type testWriter struct{ t *testing.T }

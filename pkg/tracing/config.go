@@ -24,8 +24,14 @@ const (
 	DefaultSamplerArg = 0.1
 	// DefaultServiceName is the service.name resource attribute when
 	// OTEL_SERVICE_NAME (or service.name in OTEL_RESOURCE_ATTRIBUTES) does
-	// not set it.
-	DefaultServiceName = "switchyard-epp"
+	// not set it: GIE's EPP's, so that trace queries written for GIE find
+	// Switchyard's spans (a drop-in replacement).
+	DefaultServiceName = "gateway-api-inference-extension/epp"
+	// DefaultAttributeValueLengthLimit bounds every string attribute of a
+	// span (the SDK's default is unlimited): the model name comes from a
+	// request body of up to 64 MiB and sits on several spans in the export
+	// queue. OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT overrides it.
+	DefaultAttributeValueLengthLimit = 512
 )
 
 // Exporter names of OTEL_TRACES_EXPORTER.
@@ -53,7 +59,9 @@ type Config struct {
 	Exporters []string
 	// Endpoint is the OTLP/gRPC collector: a URL (http:// is plaintext, as
 	// GIE always is; https:// uses TLS with the system roots) or a bare
-	// host:port (plaintext).
+	// host:port (plaintext, unless OTEL_EXPORTER_OTLP_INSECURE or
+	// OTEL_EXPORTER_OTLP_CERTIFICATE is set: then the exporter follows
+	// them).
 	Endpoint string
 	// Sampler is one of Samplers; SamplerArg is its ratio in [0, 1] for the
 	// traceidratio samplers.
@@ -69,6 +77,15 @@ type Config struct {
 	// default, 2048, or OTEL_BSP_MAX_QUEUE_SIZE); when the queue is full,
 	// new spans are dropped, never waited for.
 	MaxQueueSize int
+	// AttributeValueLengthLimit truncates string attribute values to
+	// this many bytes (0: DefaultAttributeValueLengthLimit).
+	AttributeValueLengthLimit int
+	// IgnoreRemoteSampled makes the parentbased_* samplers decide by
+	// their root sampler for a request whose incoming traceparent carries
+	// a sampling decision, instead of following it (the trace ID is still
+	// continued). Off by default: the gateway's decision is honoured, as
+	// the OpenTelemetry specification's parent-based samplers do.
+	IgnoreRemoteSampled bool
 	// ExportTimeout bounds one OTLP export, retries included (0: the
 	// exporter's default, 10 s, or OTEL_EXPORTER_OTLP_TIMEOUT).
 	ExportTimeout time.Duration
@@ -93,6 +110,12 @@ type Config struct {
 //     only grpc (GIE ignores them and always speaks gRPC).
 //   - OTEL_TRACES_SAMPLER: one of Samplers, default DefaultSampler.
 //   - OTEL_TRACES_SAMPLER_ARG: the ratio, default DefaultSamplerArg.
+//   - OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT: a positive byte count,
+//     default DefaultAttributeValueLengthLimit.
+//   - SWITCHYARD_TRACING_IGNORE_REMOTE_SAMPLED: "true" sets
+//     IgnoreRemoteSampled (a client cannot force sampling with a
+//     traceparent whose sampled flag is set).
+//   - OTEL_RESOURCE_ATTRIBUTES: checked (comma-separated key=value).
 //
 // A value it cannot use is an error naming the variable (GIE falls back
 // to its defaults silently). With enabled false nothing is read and the
@@ -168,6 +191,29 @@ func FromEnv(enabled bool, lookup func(string) (string, bool)) (Config, error) {
 			errs = append(errs, fmt.Errorf("OTEL_TRACES_SAMPLER_ARG: must be a ratio in [0, 1] for %s, got %q", cfg.Sampler, v))
 		} else {
 			cfg.SamplerArg = f
+		}
+	}
+	cfg.AttributeValueLengthLimit = DefaultAttributeValueLengthLimit
+	if v := get("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n <= 0 {
+			errs = append(errs, fmt.Errorf("OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT: must be a positive integer, got %q", v))
+		} else {
+			cfg.AttributeValueLengthLimit = n
+		}
+	}
+	if v := get("SWITCHYARD_TRACING_IGNORE_REMOTE_SAMPLED"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("SWITCHYARD_TRACING_IGNORE_REMOTE_SAMPLED: must be true or false, got %q", v))
+		}
+		cfg.IgnoreRemoteSampled = b
+	}
+	if v := get("OTEL_RESOURCE_ATTRIBUTES"); v != "" {
+		for i, kv := range strings.Split(v, ",") {
+			if k, _, ok := strings.Cut(kv, "="); !ok || strings.TrimSpace(k) == "" {
+				errs = append(errs, fmt.Errorf("OTEL_RESOURCE_ATTRIBUTES[%d]: want key=value, got %q", i, kv))
+			}
 		}
 	}
 	if err := errors.Join(errs...); err != nil {

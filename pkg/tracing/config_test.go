@@ -1,6 +1,7 @@
 package tracing
 
 import (
+	"fmt"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -9,7 +10,8 @@ import (
 
 func TestFromEnv(t *testing.T) {
 	def := Config{Enabled: true, Exporters: []string{ExporterOTLP}, Endpoint: DefaultEndpoint,
-		Sampler: DefaultSampler, SamplerArg: DefaultSamplerArg, ServiceName: DefaultServiceName}
+		Sampler: DefaultSampler, SamplerArg: DefaultSamplerArg, ServiceName: DefaultServiceName,
+		AttributeValueLengthLimit: DefaultAttributeValueLengthLimit}
 	with := func(f func(*Config)) Config {
 		c := def
 		c.Exporters = append([]string(nil), def.Exporters...)
@@ -24,7 +26,18 @@ func TestFromEnv(t *testing.T) {
 		wantErr []string
 	}{
 		{name: "flag off reads nothing", enabled: false, env: map[string]string{"OTEL_TRACES_SAMPLER": "bogus"}, want: Config{}},
-		{name: "GIE defaults", enabled: true, want: def},
+		{name: "defaults (otlp exporter, where GIE's is console)", enabled: true, want: def},
+		{name: "attribute length limit", enabled: true, env: map[string]string{"OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT": "64"},
+			want: with(func(c *Config) { c.AttributeValueLengthLimit = 64 })},
+		{name: "ignore remote sampled", enabled: true, env: map[string]string{"SWITCHYARD_TRACING_IGNORE_REMOTE_SAMPLED": "true"},
+			want: with(func(c *Config) { c.IgnoreRemoteSampled = true })},
+		{name: "resource attributes", enabled: true, env: map[string]string{"OTEL_RESOURCE_ATTRIBUTES": "a=b,service.name=x"}, want: def},
+		{name: "bad attribute length limit", enabled: true, env: map[string]string{"OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT": "-1"},
+			wantErr: []string{`OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT: must be a positive integer, got "-1"`}},
+		{name: "bad ignore remote sampled", enabled: true, env: map[string]string{"SWITCHYARD_TRACING_IGNORE_REMOTE_SAMPLED": "yes please"},
+			wantErr: []string{`SWITCHYARD_TRACING_IGNORE_REMOTE_SAMPLED: must be true or false, got "yes please"`}},
+		{name: "bad resource attributes", enabled: true, env: map[string]string{"OTEL_RESOURCE_ATTRIBUTES": "a=b,broken"},
+			wantErr: []string{`OTEL_RESOURCE_ATTRIBUTES[1]: want key=value, got "broken"`}},
 		{name: "sdk disabled", enabled: true, env: map[string]string{"OTEL_SDK_DISABLED": "true"}, want: Config{}},
 		{name: "exporter none", enabled: true, env: map[string]string{"OTEL_TRACES_EXPORTER": "none"}, want: Config{}},
 		{name: "console and otlp", enabled: true, env: map[string]string{"OTEL_TRACES_EXPORTER": "console, otlp,console"},
@@ -70,10 +83,51 @@ func TestFromEnv(t *testing.T) {
 	}
 }
 
+// Every OTEL_TRACES_SAMPLER name maps to its sampler, and
+// IgnoreRemoteSampled replaces only the remote parent's samplers.
 func TestSampler(t *testing.T) {
-	for _, name := range Samplers {
-		require.NotNil(t, sampler(name, 0.5), name)
+	const trusted = ",remoteParentSampled:AlwaysOnSampler,remoteParentNotSampled:AlwaysOffSampler,localParentSampled:AlwaysOnSampler,localParentNotSampled:AlwaysOffSampler}"
+	for _, tt := range []struct {
+		name         string
+		ignoreRemote bool
+		want         string
+	}{
+		{"always_on", false, "AlwaysOnSampler"},
+		{"always_off", false, "AlwaysOffSampler"},
+		{"traceidratio", false, "TraceIDRatioBased{0.25}"},
+		{"parentbased_always_on", false, "ParentBased{root:AlwaysOnSampler" + trusted},
+		{"parentbased_always_off", false, "ParentBased{root:AlwaysOffSampler" + trusted},
+		{"parentbased_traceidratio", false, "ParentBased{root:TraceIDRatioBased{0.25}" + trusted},
+		{"always_on", true, "AlwaysOnSampler"},
+		{"parentbased_traceidratio", true, "ParentBased{root:TraceIDRatioBased{0.25},remoteParentSampled:TraceIDRatioBased{0.25}," +
+			"remoteParentNotSampled:TraceIDRatioBased{0.25},localParentSampled:AlwaysOnSampler,localParentNotSampled:AlwaysOffSampler}"},
+		{"parentbased_always_off", true, "ParentBased{root:AlwaysOffSampler,remoteParentSampled:AlwaysOffSampler," +
+			"remoteParentNotSampled:AlwaysOffSampler,localParentSampled:AlwaysOnSampler,localParentNotSampled:AlwaysOffSampler}"},
+	} {
+		t.Run(fmt.Sprintf("%s/ignoreRemote=%v", tt.name, tt.ignoreRemote), func(t *testing.T) {
+			require.Equal(t, tt.want, sampler(tt.name, 0.25, tt.ignoreRemote).Description())
+		})
 	}
-	require.Contains(t, sampler("parentbased_traceidratio", 0.1).Description(), "TraceIDRatioBased{0.1}")
-	require.Equal(t, "AlwaysOnSampler", sampler("always_on", 0).Description())
+	require.Len(t, Samplers, 6)
+}
+
+// A bare host:port is plaintext unless the TLS variables say otherwise
+// (then the exporter reads them).
+func TestBareIsPlaintext(t *testing.T) {
+	for _, tt := range []struct {
+		env  map[string]string
+		want bool
+	}{
+		{nil, true},
+		{map[string]string{"OTEL_EXPORTER_OTLP_INSECURE": ""}, true},
+		{map[string]string{"OTEL_EXPORTER_OTLP_INSECURE": "false"}, false},
+		{map[string]string{"OTEL_EXPORTER_OTLP_TRACES_INSECURE": "true"}, false},
+		{map[string]string{"OTEL_EXPORTER_OTLP_CERTIFICATE": "/ca.pem"}, false},
+		{map[string]string{"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE": "/ca.pem"}, false},
+	} {
+		t.Run(fmt.Sprint(tt.env), func(t *testing.T) {
+			lookup := func(k string) (string, bool) { v, ok := tt.env[k]; return v, ok }
+			require.Equal(t, tt.want, bareIsPlaintext(lookup))
+		})
+	}
 }

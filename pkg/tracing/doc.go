@@ -27,14 +27,23 @@
 // and a zero-size no-op span: no allocation, no lock. Callers build
 // attributes only when span.IsRecording().
 //
+// # Bounds and trust
+//
+// String attribute values are cut to DefaultAttributeValueLengthLimit
+// bytes (OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT): the model comes from the
+// request body. The parent-based samplers follow an incoming traceparent's
+// sampled flag, so a client reaching the EPP through a gateway that passes
+// the header on can force sampling; Config.IgnoreRemoteSampled
+// (SWITCHYARD_TRACING_IGNORE_REMOTE_SAMPLED) lets the ratio decide.
+//
 // # Spans of one request
 //
 //	gateway.request                  the ext_proc stream (server span; child of the gateway's traceparent)
 //	  gateway.request_headers        from the stream's start to the request headers
 //	  gateway.request_body           first to last request body chunk
-//	  gateway.request_orchestration  from the complete body to the answer (GIE's name)
+//	  gateway.request_orchestration  from the complete body to the answer (GIE's name; request_prio)
 //	    gateway.site_stage           multi-site: tier, path, reason, site
-//	    gateway.flow_control         waiting in the flow-control queue
+//	    gateway.flow_control         waiting in the flow-control queue (switchyard.flow.outcome)
 //	    scheduling.process           one scheduling attempt (a fallback model is another)
 //	      <point> <plugin name>      each data producer, admitter, profile handler run and pre-request hook
 //	      scheduling.profile         one profile run

@@ -50,14 +50,7 @@ func New(ctx context.Context, cfg Config, log logr.Logger) (*Provider, error) {
 	if len(cfg.Exporters) == 0 {
 		return nil, errors.New("tracing: no exporter")
 	}
-	opts := []sdktrace.TracerProviderOption{sdktrace.WithSampler(sampler(cfg.Sampler, cfg.SamplerArg))}
-	for _, name := range cfg.Exporters {
-		exp, err := newExporter(ctx, name, cfg.Endpoint, cfg.ExportTimeout)
-		if err != nil {
-			return nil, fmt.Errorf("tracing: %s exporter: %w", name, err)
-		}
-		opts = append(opts, sdktrace.WithBatcher(exp, bspOpts...))
-	}
+	// The resource first: nothing to shut down when it fails.
 	name := cfg.ServiceName
 	if name == "" {
 		name = DefaultServiceName
@@ -71,7 +64,28 @@ func New(ctx context.Context, cfg Config, log logr.Logger) (*Provider, error) {
 	if err != nil {
 		return nil, fmt.Errorf("tracing: resource: %w", err)
 	}
-	opts = append(opts, sdktrace.WithResource(res))
+	limits := sdktrace.NewSpanLimits() // the other limits' OTEL_SPAN_* variables
+	limits.AttributeValueLengthLimit = cfg.AttributeValueLengthLimit
+	if limits.AttributeValueLengthLimit <= 0 {
+		limits.AttributeValueLengthLimit = DefaultAttributeValueLengthLimit
+	}
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res), sdktrace.WithSpanLimits(limits),
+		sdktrace.WithSampler(sampler(cfg.Sampler, cfg.SamplerArg, cfg.IgnoreRemoteSampled))}
+	var built []sdktrace.SpanExporter
+	for _, name := range cfg.Exporters {
+		exp, err := newExporter(ctx, name, cfg.Endpoint, cfg.ExportTimeout)
+		if err != nil {
+			for _, e := range built { // nothing exported yet: returns at once
+				_ = e.Shutdown(ctx)
+			}
+			return nil, fmt.Errorf("tracing: %s exporter: %w", name, err)
+		}
+		built = append(built, exp)
+	}
+	// The batchers last: WithBatcher starts its goroutine at once.
+	for _, exp := range built {
+		opts = append(opts, sdktrace.WithBatcher(exp, bspOpts...))
+	}
 	tp := sdktrace.NewTracerProvider(opts...)
 	prop := propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 	p := &Provider{tp: tp, tracer: &Tracer{t: tp.Tracer(ScopeName), prop: prop}}
@@ -81,7 +95,8 @@ func New(ctx context.Context, cfg Config, log logr.Logger) (*Provider, error) {
 		otel.SetErrorHandler(&errorLog{log: log.WithName("tracing"), every: 5 * time.Minute})
 	}
 	log.Info("Tracing on", "exporters", strings.Join(cfg.Exporters, ","), "endpoint", cfg.Endpoint,
-		"sampler", cfg.Sampler, "samplerArg", cfg.SamplerArg)
+		"sampler", cfg.Sampler, "samplerArg", cfg.SamplerArg, "ignoreRemoteSampled", cfg.IgnoreRemoteSampled,
+		"attributeValueLengthLimit", limits.AttributeValueLengthLimit)
 	return p, nil
 }
 
@@ -97,7 +112,10 @@ func newExporter(ctx context.Context, name, endpoint string, timeout time.Durati
 			// http:// is plaintext, https:// TLS.
 			opts = append(opts, otlptracegrpc.WithEndpointURL(endpoint))
 		} else {
-			opts = append(opts, otlptracegrpc.WithEndpoint(endpoint), otlptracegrpc.WithInsecure())
+			opts = append(opts, otlptracegrpc.WithEndpoint(endpoint))
+			if bareIsPlaintext(os.LookupEnv) {
+				opts = append(opts, otlptracegrpc.WithInsecure())
+			}
 		}
 		return otlptracegrpc.New(ctx, opts...)
 	case ExporterConsole:
@@ -106,8 +124,31 @@ func newExporter(ctx context.Context, name, endpoint string, timeout time.Durati
 	return nil, fmt.Errorf("unknown exporter %q", name)
 }
 
-// sampler builds the sampler named as OTEL_TRACES_SAMPLER does.
-func sampler(name string, ratio float64) sdktrace.Sampler {
+// bareIsPlaintext reports whether a bare host:port endpoint is dialled
+// in plaintext: yes (as GIE) unless OTEL_EXPORTER_OTLP_[TRACES_]INSECURE
+// or OTEL_EXPORTER_OTLP_[TRACES_]CERTIFICATE is set, which the exporter
+// then honours (INSECURE=false or a CA file: TLS). A URL's scheme decides
+// by itself (http:// plaintext, https:// TLS), as the specification says.
+func bareIsPlaintext(lookup func(string) (string, bool)) bool {
+	for _, k := range []string{"OTEL_EXPORTER_OTLP_TRACES_INSECURE", "OTEL_EXPORTER_OTLP_INSECURE",
+		"OTEL_EXPORTER_OTLP_TRACES_CERTIFICATE", "OTEL_EXPORTER_OTLP_CERTIFICATE"} {
+		if v, ok := lookup(k); ok && strings.TrimSpace(v) != "" {
+			return false
+		}
+	}
+	return true
+}
+
+// sampler builds the sampler named as OTEL_TRACES_SAMPLER does; with
+// ignoreRemote, a parentbased_* sampler decides by its root sampler under
+// a remote (incoming) parent, whatever its sampled flag says.
+func sampler(name string, ratio float64, ignoreRemote bool) sdktrace.Sampler {
+	parentBased := func(root sdktrace.Sampler) sdktrace.Sampler {
+		if !ignoreRemote {
+			return sdktrace.ParentBased(root)
+		}
+		return sdktrace.ParentBased(root, sdktrace.WithRemoteParentSampled(root), sdktrace.WithRemoteParentNotSampled(root))
+	}
 	switch name {
 	case "always_on":
 		return sdktrace.AlwaysSample()
@@ -116,11 +157,11 @@ func sampler(name string, ratio float64) sdktrace.Sampler {
 	case "traceidratio":
 		return sdktrace.TraceIDRatioBased(ratio)
 	case "parentbased_always_on":
-		return sdktrace.ParentBased(sdktrace.AlwaysSample())
+		return parentBased(sdktrace.AlwaysSample())
 	case "parentbased_always_off":
-		return sdktrace.ParentBased(sdktrace.NeverSample())
+		return parentBased(sdktrace.NeverSample())
 	default: // parentbased_traceidratio
-		return sdktrace.ParentBased(sdktrace.TraceIDRatioBased(ratio))
+		return parentBased(sdktrace.TraceIDRatioBased(ratio))
 	}
 }
 

@@ -88,3 +88,18 @@ func BenchmarkStart(b *testing.B) {
 		}
 	})
 }
+
+// New's error paths leave no exporter running: neither when an exporter
+// after the first fails nor when the resource does (built first).
+func TestNewErrorLeaksNothing(t *testing.T) {
+	coll := tracingtest.Start(t)
+	defer goleak.VerifyNone(t, goleak.IgnoreCurrent()) // runs before the collector's cleanup
+	_, err := tracing.New(context.Background(), tracing.Config{Enabled: true, Exporters: []string{tracing.ExporterOTLP, "bogus"},
+		Endpoint: coll.Endpoint(), Sampler: "always_on"}, logr.Discard())
+	require.ErrorContains(t, err, `tracing: bogus exporter: unknown exporter "bogus"`)
+
+	t.Setenv("OTEL_RESOURCE_ATTRIBUTES", "broken")
+	_, err = tracing.New(context.Background(), tracing.Config{Enabled: true, Exporters: []string{tracing.ExporterOTLP},
+		Endpoint: coll.Endpoint(), Sampler: "always_on"}, logr.Discard())
+	require.ErrorContains(t, err, "tracing: resource:")
+}
