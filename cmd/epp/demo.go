@@ -3,7 +3,9 @@ package main
 import (
 	"bytes"
 	"context"
+	crand "crypto/rand"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -231,6 +233,16 @@ func demo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 	if err := os.WriteFile(objFile, []byte(demoObjectives), 0o600); err != nil {
 		return err
 	}
+	// The metrics port takes a bearer token, as in production: it guards
+	// /debug/decisions, which explains every routing decision.
+	token, err := demoToken()
+	if err != nil {
+		return err
+	}
+	tokenFile := filepath.Join(dir, "metrics-token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		return err
+	}
 
 	// 2. The EPP, in standalone mode, with TLS as in production.
 	srv, err := server.New(server.Config{
@@ -244,7 +256,10 @@ func demo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 		EndpointsFile:  epFile,
 		ObjectivesFile: objFile,
 		PoolName:       "demo",
-		Logger:         logger.WithName("epp"),
+
+		MetricsTokenFile:   tokenFile,
+		DecisionBufferSize: 256,
+		Logger:             logger.WithName("epp"),
 
 		SelectionStrategy: f.strategy,
 	})
@@ -286,12 +301,14 @@ func demo(ctx context.Context, f demoFlags, stdout, stderr io.Writer) error {
 
 	fmt.Fprintf(stdout, "Switchyard demo: %d simulated vLLM servers, the EPP and a gateway on this machine.\n\n", f.endpoints)
 	fmt.Fprintf(stdout, "  gateway    %s  (OpenAI API: /v1/completions, /v1/chat/completions)\n", gwURL)
-	fmt.Fprintf(stdout, "  EPP        ext_proc %s (TLS, self-signed)  metrics http://%s/metrics\n", srv.GRPCAddr(), srv.MetricsAddr())
+	fmt.Fprintf(stdout, "  EPP        ext_proc %s (TLS, self-signed)  metrics http://%s/metrics (bearer token %s)\n", srv.GRPCAddr(), srv.MetricsAddr(), token)
 	for _, s := range sims {
 		fmt.Fprintf(stdout, "  %-10s http://%s  (model %s)\n", s.name, s.addr, simCfg.Model)
 	}
 	fmt.Fprintf(stdout, "\nSend a request:\n\n  curl -s %s/v1/completions -H 'content-type: application/json' \\\n    -d '{\"model\": \"%s\", \"prompt\": \"Write a haiku about routers\", \"max_tokens\": 32}'\n\n", gwURL, simCfg.Model)
 	fmt.Fprintf(stdout, "Requests that share a prompt prefix go to the endpoint that caches it; load spreads by queue and KV cache.\n")
+	fmt.Fprintf(stdout, "Why did the last request go where it went? Every scorer's score per endpoint, the filters, the pick and its reason:\n\n"+
+		"  curl -s -H 'Authorization: Bearer %s' 'http://%s/debug/decisions?limit=1'\n\n", token, srv.MetricsAddr())
 	if f.strategy != "" {
 		fmt.Fprintf(stdout, "Selection strategy %s decides whenever the scorers do not clearly prefer one endpoint.\n", f.strategy)
 	}
@@ -524,4 +541,13 @@ func waitAllRoutable(ctx context.Context, store *datastore.Store, n int, timeout
 		case <-tick.C:
 		}
 	}
+}
+
+// demoToken returns a random bearer token for the demo's metrics port.
+func demoToken() (string, error) {
+	b := make([]byte, 16)
+	if _, err := crand.Read(b); err != nil {
+		return "", err
+	}
+	return hex.EncodeToString(b), nil
 }

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -66,6 +67,43 @@ func TestDemo(t *testing.T) {
 	_ = resp.Body.Close()
 	require.Equal(t, http.StatusOK, resp.StatusCode, string(body))
 	require.Regexp(t, `sim-\d`, resp.Header.Get("x-modelsim-id"))
+
+	// The printed /debug/decisions command explains it: the record of
+	// this request names the endpoint that served it and every scorer's
+	// scores.
+	dec := regexp.MustCompile(`curl -s -H 'Authorization: Bearer ([0-9a-f]+)' '(http://127\.0\.0\.1:\d+/debug/decisions)\?limit=1'`)
+	m := dec.FindStringSubmatch(out.String())
+	require.NotNil(t, m, "no /debug/decisions command in the banner: %s", out.String())
+	var served string
+	for _, e := range []string{"sim-0", "sim-1"} {
+		if resp.Header.Get("x-modelsim-id") == e {
+			served = e
+		}
+	}
+	req, err := http.NewRequest(http.MethodGet, m[2]+"?limit=256", nil)
+	require.NoError(t, err)
+	req.Header.Set("Authorization", "Bearer "+m[1])
+	dresp, err := client.Do(req)
+	require.NoError(t, err)
+	var doc struct {
+		Records []struct {
+			Endpoint string `json:"endpoint"`
+			Profiles []struct {
+				Scorers []json.RawMessage `json:"scorers"`
+			} `json:"profiles"`
+		} `json:"records"`
+	}
+	require.NoError(t, json.NewDecoder(dresp.Body).Decode(&doc))
+	_ = dresp.Body.Close()
+	require.Equal(t, http.StatusOK, dresp.StatusCode)
+	require.NotEmpty(t, doc.Records)
+	found := false
+	for _, r := range doc.Records {
+		if strings.HasPrefix(r.Endpoint, served) && len(r.Profiles) > 0 && len(r.Profiles[0].Scorers) > 0 {
+			found = true
+		}
+	}
+	require.True(t, found, "no decision record names %s with its scorers", served)
 
 	// The table shows both endpoints, ready, with the built-in traffic's picks.
 	// Columns: endpoint, address, weight, queue, running, KV, picks,
