@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -421,26 +420,9 @@ func TestTracingUnreachableCollector(t *testing.T) {
 	// The export under way ends by its own timeout (2 s): wait for the
 	// exporter's and batch processor's goroutines to be gone (goleak
 	// checks again when the package's tests end).
-	require.Eventually(t, func() bool { return !exporterRunning() }, 30*time.Second, 50*time.Millisecond,
+	require.Eventually(t, func() bool { return !tracingtest.ExporterRunning() }, 30*time.Second, 50*time.Millisecond,
 		"the OTLP export ends by its timeout after Shutdown gave up")
 	fmt.Fprintln(testWriter{t}, "slowest request with an unreachable collector:", slowest)
-}
-
-// exporterRunning reports whether a goroutine of the OpenTelemetry
-// batch span processor or OTLP exporter is still running.
-func exporterRunning() bool {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	st := string(buf)
-	return strings.Contains(st, "go.opentelemetry.io/otel/sdk/trace.(*batchSpanProcessor)") ||
-		strings.Contains(st, "go.opentelemetry.io/otel/exporters/otlp/otlptrace")
 }
 
 type testWriter struct{ t *testing.T }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"io"
 	"net"
-	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -127,23 +126,6 @@ func TestTracingShutdownUnreachableCollector(t *testing.T) {
 		require.Contains(t, logs, "Tracing: spans still queued at shutdown were not exported")
 		// The export Shutdown gave up on ends by its own timeout (goleak
 		// checks the package at its end).
-		require.Eventually(t, func() bool { return !exporterRunning() }, 30*time.Second, 50*time.Millisecond)
+		require.Eventually(t, func() bool { return !tracingtest.ExporterRunning() }, 30*time.Second, 50*time.Millisecond)
 	})
-}
-
-// exporterRunning reports whether a goroutine of the OpenTelemetry
-// batch span processor or OTLP exporter is still running.
-func exporterRunning() bool {
-	buf := make([]byte, 1<<20)
-	for {
-		n := runtime.Stack(buf, true)
-		if n < len(buf) {
-			buf = buf[:n]
-			break
-		}
-		buf = make([]byte, 2*len(buf))
-	}
-	st := string(buf)
-	return strings.Contains(st, "go.opentelemetry.io/otel/sdk/trace.(*batchSpanProcessor)") ||
-		strings.Contains(st, "go.opentelemetry.io/otel/exporters/otlp/otlptrace")
 }

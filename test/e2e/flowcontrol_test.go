@@ -16,8 +16,6 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -58,21 +56,7 @@ const bigRequests = 100
 
 // scrapeFamilies reads the EPP's /metrics with labels.
 func scrapeFamilies(ctx context.Context, c *cluster) (map[string]*dto.MetricFamily, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.metrics+"/metrics", nil)
-	if err != nil {
-		return nil, err
-	}
-	req.Header.Set("Authorization", "Bearer "+c.token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	return parser.TextToMetricFamilies(resp.Body)
+	return fetchFamilies(ctx, c.metrics+"/metrics", c.token)
 }
 
 func labelValue(m *dto.Metric, name string) string {

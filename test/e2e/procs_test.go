@@ -19,6 +19,7 @@ import (
 	"testing"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 )
@@ -184,23 +185,7 @@ func scrape(ctx context.Context, url string) (map[string]*familyValues, error) {
 
 // scrapeWithToken reads a Prometheus text endpoint with a bearer token.
 func scrapeWithToken(ctx context.Context, url, token string) (map[string]*familyValues, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		return nil, err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(resp.Body)
+	fams, err := fetchFamilies(ctx, url, token)
 	if err != nil {
 		return nil, err
 	}
@@ -229,4 +214,30 @@ func scrapeWithToken(ctx context.Context, url, token string) (map[string]*family
 type familyValues struct {
 	sum   float64
 	count uint64
+}
+
+// fetchFamilies GETs a Prometheus text endpoint (with a bearer token when
+// token is set) and parses its metric families.
+func fetchFamilies(ctx context.Context, url, token string) (map[string]*dto.MetricFamily, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return nil, err
+	}
+	if token != "" {
+		req.Header.Set("Authorization", "Bearer "+token)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(resp.Body)
+	if err != nil {
+		return nil, fmt.Errorf("GET %s: %v", url, err)
+	}
+	return fams, nil
 }

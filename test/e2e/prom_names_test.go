@@ -3,13 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
-	"net/http"
 	"slices"
 	"testing"
 
 	dto "github.com/prometheus/client_model/go"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"github.com/prometheus/prometheus/model/labels"
 	"github.com/prometheus/prometheus/promql/parser"
 	"github.com/stretchr/testify/require"
@@ -62,25 +59,9 @@ func exprMetricNames(expr string) ([]string, error) {
 // family f is f_bucket, f_sum and f_count; a summary f is f, f_sum and
 // f_count; other families their own name.
 func exposedNames(ctx context.Context, url, token string) (map[string]bool, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	fams, err := fetchFamilies(ctx, url, token)
 	if err != nil {
 		return nil, err
-	}
-	if token != "" {
-		req.Header.Set("Authorization", "Bearer "+token)
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s: %s", url, resp.Status)
-	}
-	tp := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := tp.TextToMetricFamilies(resp.Body)
-	if err != nil {
-		return nil, fmt.Errorf("GET %s: %v", url, err)
 	}
 	out := map[string]bool{}
 	for name, f := range fams {

@@ -11,6 +11,8 @@ import (
 	"encoding/hex"
 	"fmt"
 	"net"
+	"runtime"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -169,4 +171,22 @@ func (t Tree) Named(name string) []Span {
 func (t Tree) Parent(s Span) (Span, bool) {
 	p, ok := t.ByID[s.ParentID]
 	return p, ok
+}
+
+// ExporterRunning reports whether a goroutine of the OpenTelemetry batch
+// span processor or OTLP exporter is still running in this process, for
+// tests that check a provider's shutdown stopped them.
+func ExporterRunning() bool {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	st := string(buf)
+	return strings.Contains(st, "go.opentelemetry.io/otel/sdk/trace.(*batchSpanProcessor)") ||
+		strings.Contains(st, "go.opentelemetry.io/otel/exporters/otlp/otlptrace")
 }
