@@ -68,11 +68,9 @@ func oneRequest(ctx context.Context, client extprocv3.ExternalProcessorClient, m
 	return stream.CloseSend()
 }
 
-// BenchmarkRequestPath is the whole request path over a real gRPC
-// connection on loopback: the default configuration (queue, KV and prefix
-// scorers) over 100 endpoints, one stream per request.
-func BenchmarkRequestPath(b *testing.B) {
-	h := start(b, string(configfiles.Default), benchPods(100))
+// benchLoop sends one request per iteration over client, cycling through
+// 64 distinct prompts, with allocations reported.
+func benchLoop(b *testing.B, client extprocv3.ExternalProcessorClient) {
 	msgs := make([][]*extprocv3.ProcessingRequest, 64)
 	for i := range msgs {
 		msgs[i] = benchMessages(i)
@@ -81,11 +79,19 @@ func BenchmarkRequestPath(b *testing.B) {
 	b.ReportAllocs()
 	i := 0
 	for b.Loop() {
-		if err := oneRequest(ctx, h.client, msgs[i%len(msgs)]); err != nil {
+		if err := oneRequest(ctx, client, msgs[i%len(msgs)]); err != nil {
 			b.Fatal(err)
 		}
 		i++
 	}
+}
+
+// BenchmarkRequestPath is the whole request path over a real gRPC
+// connection on loopback: the default configuration (queue, KV and prefix
+// scorers) over 100 endpoints, one stream per request.
+func BenchmarkRequestPath(b *testing.B) {
+	h := start(b, string(configfiles.Default), benchPods(100))
+	benchLoop(b, h.client)
 }
 
 // BenchmarkRequestPathConcurrent64 keeps 64 streams open at once and

@@ -399,19 +399,7 @@ func BenchmarkRequestPathDecisions(b *testing.B) {
 	} {
 		b.Run(c.name, func(b *testing.B) {
 			h := start(b, string(configfiles.Default), benchPods(100), func(o *extproc.Options) { o.Decisions = c.opts })
-			msgs := make([][]*extprocv3.ProcessingRequest, 64)
-			for i := range msgs {
-				msgs[i] = benchMessages(i)
-			}
-			ctx := context.Background()
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				if err := oneRequest(ctx, h.client, msgs[i%len(msgs)]); err != nil {
-					b.Fatal(err)
-				}
-				i++
-			}
+			benchLoop(b, h.client)
 		})
 	}
 }

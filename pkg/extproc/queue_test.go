@@ -503,19 +503,7 @@ func BenchmarkRequestPathFlowControl(b *testing.B) {
 	rt := *h.rt.Load()
 	rt.Flow = g
 	h.setRuntime(&rt)
-	msgs := make([][]*extprocv3.ProcessingRequest, 64)
-	for i := range msgs {
-		msgs[i] = benchMessages(i)
-	}
-	ctx := context.Background()
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		if err := oneRequest(ctx, h.client, msgs[i%len(msgs)]); err != nil {
-			b.Fatal(err)
-		}
-		i++
-	}
+	benchLoop(b, h.client)
 }
 
 // TestQueuedRequestOverhead measures what a queued request costs the

@@ -1,7 +1,6 @@
 package extproc_test
 
 import (
-	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -200,19 +199,7 @@ func BenchmarkRequestPathSites8(b *testing.B) {
 	}
 	holder.Store(&sitestate.Snapshot{Sites: sites, AnyModel: true})
 	h := start(b, string(configfiles.Default), benchPods(100), withSites(b, holder))
-	msgs := make([][]*extprocv3.ProcessingRequest, 64)
-	for i := range msgs {
-		msgs[i] = benchMessages(i)
-	}
-	ctx := context.Background()
-	b.ReportAllocs()
-	i := 0
-	for b.Loop() {
-		if err := oneRequest(ctx, h.client, msgs[i%len(msgs)]); err != nil {
-			b.Fatal(err)
-		}
-		i++
-	}
+	benchLoop(b, h.client)
 }
 
 // TestSiteOriginHeaderTrustedOnlyForARemoteSite: an origin header that

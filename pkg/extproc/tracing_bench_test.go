@@ -1,10 +1,7 @@
 package extproc_test
 
 import (
-	"context"
 	"testing"
-
-	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 
 	configfiles "github.com/switchyard-ai/switchyard/config"
 	"github.com/switchyard-ai/switchyard/pkg/extproc"
@@ -27,19 +24,7 @@ func BenchmarkRequestPathTracing(b *testing.B) {
 				tweak = append(tweak, withTracer(newProvider(b, coll.Endpoint(), c.sampler, 1)))
 			}
 			h := start(b, string(configfiles.Default), benchPods(100), tweak...)
-			msgs := make([][]*extprocv3.ProcessingRequest, 64)
-			for i := range msgs {
-				msgs[i] = benchMessages(i)
-			}
-			ctx := context.Background()
-			b.ReportAllocs()
-			i := 0
-			for b.Loop() {
-				if err := oneRequest(ctx, h.client, msgs[i%len(msgs)]); err != nil {
-					b.Fatal(err)
-				}
-				i++
-			}
+			benchLoop(b, h.client)
 		})
 	}
 }
