@@ -215,18 +215,18 @@ func (l *logLimiter) allow(now time.Time, every time.Duration) (bool, int64) {
 func (st *stream) logRefusal(r *refusal, model string) {
 	level, pool, isErr := refusalLogLevel(r.status, r.reason)
 	if isErr {
-		st.log.Error(errors.New(r.message), "Request failed", "status", r.status, "reason", r.reason, "model", model)
+		st.logger().Error(errors.New(r.message), "Request failed", "status", r.status, "reason", r.reason, "model", model)
 		return
 	}
 	if pool {
 		if ok, suppressed := st.s.noEndpointsLog.allow(st.s.now(), refusalLogInterval); ok {
-			st.log.Info("Request refused", "status", r.status, "reason", r.reason, "message", r.message, "model", model,
+			st.logger().Info("Request refused", "status", r.status, "reason", r.reason, "message", r.message, "model", model,
 				"suppressed", suppressed)
 			return
 		}
 		level = 1
 	}
-	if l := st.log.V(level); l.Enabled() {
+	if l := st.logger().V(level); l.Enabled() {
 		l.Info("Request refused", "status", r.status, "reason", r.reason, "message", r.message, "model", model)
 	}
 }

@@ -34,6 +34,14 @@
 // tokens are filler words from a fixed list, chosen deterministically from
 // [Config.Seed] and the prompt.
 //
+// # Metrics
+//
+// /metrics answers the Prometheus text format. name[] query parameters
+// (/metrics?name[]=vllm:num_requests_waiting&name[]=…) restrict it to the
+// families named, as vLLM's exporter (Prometheus client_python) does; an
+// endpoint picker that asks only for the families it reads gets a few lines
+// instead of every histogram.
+//
 // # Faults
 //
 // [Server.SetErrorRate], [Server.SetExtraLatency] and [Server.SetMetricsFault]

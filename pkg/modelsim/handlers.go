@@ -577,7 +577,11 @@ func brokenLoadValue(f MetricsFault) (float64, bool) {
 var metricsBufPool = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // handleMetrics serves the Prometheus text format (version 0.0.4) only, as
-// vLLM's Python exporter does, whatever the Accept header asks for.
+// vLLM's Python exporter does, whatever the Accept header asks for. With
+// name[] query parameters it answers only the families named, as
+// Prometheus client_python (vLLM's exporter) does; client_python matches
+// sample names, so it tells a histogram's _bucket, _sum and _count apart,
+// where modelsim keeps or drops a family whole by its name.
 func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 	switch MetricsFault(s.metricsFault.Load()) {
 	case MetricsGarbage:
@@ -612,10 +616,20 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	var only map[string]bool
+	if names := r.URL.Query()["name[]"]; len(names) > 0 {
+		only = make(map[string]bool, len(names))
+		for _, n := range names {
+			only[n] = true
+		}
+	}
 	buf := metricsBufPool.Get().(*bytes.Buffer)
 	buf.Reset()
 	defer metricsBufPool.Put(buf)
 	for _, mf := range mfs {
+		if only != nil && !only[mf.GetName()] {
+			continue
+		}
 		if _, err := expfmt.MetricFamilyToText(buf, mf); err != nil {
 			http.Error(w, "encoding metrics: "+err.Error(), http.StatusInternalServerError)
 			return

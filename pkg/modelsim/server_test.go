@@ -859,3 +859,21 @@ func TestServeAndListenAndServe(t *testing.T) {
 		assert.ErrorContains(t, ListenAndServe(t.Context(), "127.0.0.1:0", cfg), "MaxRunning")
 	})
 }
+
+// TestMetricsNameFilter: name[] parameters restrict /metrics to the
+// families named, as vLLM's exporter does; unknown names are ignored and
+// no parameter means every family.
+func TestMetricsNameFilter(t *testing.T) {
+	_, url := startServer(t, httpConfig())
+	all := scrape(t, url)
+	resp, body := get(t, url+"/metrics?name%5B%5D="+metricWaiting+"&name[]="+metricKVUsage+"&name[]=no_such_metric&other=1")
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	p := expfmt.NewTextParser(model.UTF8Validation)
+	mfs, err := p.TextToMetricFamilies(strings.NewReader(string(body)))
+	require.NoError(t, err)
+	assert.Len(t, mfs, 2)
+	assert.Contains(t, mfs, metricWaiting)
+	assert.Contains(t, mfs, metricKVUsage)
+	assert.Greater(t, len(all), 10)
+	assert.Less(t, len(body), 1000, "a few lines instead of every histogram")
+}

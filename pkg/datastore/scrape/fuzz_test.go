@@ -3,6 +3,7 @@ package scrape
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"reflect"
 	"slices"
@@ -71,6 +72,17 @@ func FuzzParseMetrics(f *testing.F) {
 		}
 		if err != nil && pe == nil && (met.WaitingQueueSize != 0 || met.ActiveModels != nil) {
 			t.Fatalf("metrics returned with a full failure: %+v", met)
+		}
+		// Remembering the last parse changes no answer: after another
+		// body, and again for the same body (the remembered one).
+		var last lastParse
+		last.reset("k")
+		_, _ = parseMetrics(strings.NewReader(seedVLLM), m, &last)
+		for round := range 2 {
+			got, gotErr := parseMetrics(bytes.NewReader(body), m, &last)
+			if !reflect.DeepEqual(got, met) || fmt.Sprint(gotErr) != fmt.Sprint(err) {
+				t.Fatalf("round %d with the last parse remembered: %+v, %v; want %+v, %v", round, got, gotErr, met, err)
+			}
 		}
 	})
 }

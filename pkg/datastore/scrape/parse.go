@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -214,6 +215,35 @@ var parsers = sync.Pool{New: func() any {
 // configures no metric reads nothing and returns zero Metrics. UpdateTime
 // is left zero. ParseMetrics never panics.
 func ParseMetrics(r io.Reader, m coremetrics.EngineMapping) (met scheduling.Metrics, err error) {
+	return parseMetrics(r, m, nil)
+}
+
+// lastParse remembers one endpoint's last parse: the lines of the wanted
+// families (the text that was parsed) and what they gave. A scrape whose
+// wanted lines are byte for byte the same gives the same answer, so
+// parseMetrics returns it without parsing again: an idle server's load
+// gauges do not move between scrapes, and every other line of the body
+// (counters, histograms) is not part of the text. The Metrics' maps are
+// shared between the scrapes, which scheduling.Metrics allows (they are
+// read-only). A lastParse is owned by one worker goroutine.
+type lastParse struct {
+	// key identifies the mapping the text was parsed with (the scraper's
+	// configuration and the engine); a different key never matches.
+	key   any
+	valid bool
+	text  []byte
+	met   scheduling.Metrics
+	err   error
+}
+
+// maxRememberedText bounds lastParse.text: wanted lines beyond it are
+// parsed every time.
+const maxRememberedText = 64 << 10
+
+// parseMetrics is ParseMetrics, answering from last when the wanted lines
+// are those of the last parse with the same key (last may be nil), and
+// updating it.
+func parseMetrics(r io.Reader, m coremetrics.EngineMapping, last *lastParse) (met scheduling.Metrics, err error) {
 	var wanted [8]string
 	names := wantedNames(&m, wanted[:0])
 	p := parsers.Get().(*parser)
@@ -231,11 +261,39 @@ func ParseMetrics(r io.Reader, m coremetrics.EngineMapping) (met scheduling.Metr
 	if len(names) == 0 {
 		return scheduling.Metrics{}, nil
 	}
-	fams, perr := p.tp.TextToMetricFamilies(bytes.NewReader(p.buf.Bytes()))
-	if perr != nil {
-		return scheduling.Metrics{}, fmt.Errorf("%w: %s", ErrMalformed, p.bodyLines(perr.Error()))
+	text := p.buf.Bytes()
+	if last != nil && last.valid && bytes.Equal(last.text, text) {
+		return last.met, last.err
 	}
-	return extract(fams, &m)
+	fams, perr := p.tp.TextToMetricFamilies(bytes.NewReader(text))
+	if perr != nil {
+		met, err = scheduling.Metrics{}, fmt.Errorf("%w: %s", ErrMalformed, p.bodyLines(perr.Error()))
+	} else {
+		met, err = extract(fams, &m)
+	}
+	last.remember(text, met, err)
+	return met, err
+}
+
+// remember records a parse; a nil last or an oversized text records
+// nothing (and forgets the previous parse).
+func (last *lastParse) remember(text []byte, met scheduling.Metrics, err error) {
+	if last == nil {
+		return
+	}
+	if len(text) > maxRememberedText {
+		*last = lastParse{key: last.key}
+		return
+	}
+	last.text = append(last.text[:0], text...)
+	last.met, last.err, last.valid = met, err, true
+}
+
+// reset forgets the last parse unless it was made with key.
+func (last *lastParse) reset(key any) {
+	if last.key != key {
+		*last = lastParse{key: key}
+	}
 }
 
 func (p *parser) release() {
@@ -260,6 +318,19 @@ func wantedNames(m *coremetrics.EngineMapping, dst []string) []string {
 		}
 	}
 	return dst
+}
+
+// NameFilterParam is the query parameter that asks a Prometheus
+// exposition for some families only (Prometheus client_python, hence vLLM,
+// SGLang and trtllm-serve, restrict their answer to the names given).
+const NameFilterParam = "name[]"
+
+// WantedFamilies returns the metric families m reads, sorted, without
+// repetition: the values of NameFilterParam for m.
+func WantedFamilies(m *coremetrics.EngineMapping) []string {
+	names := wantedNames(m, nil)
+	slices.Sort(names)
+	return slices.Compact(names)
 }
 
 func isWanted(name []byte, wanted []string) bool {

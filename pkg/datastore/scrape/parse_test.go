@@ -7,6 +7,8 @@ import (
 	"io"
 	"math"
 	"os"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"testing/iotest"
@@ -439,4 +441,63 @@ func BenchmarkParseMetricsVLLM(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// TestParseMetricsRemembersUnchangedText: a body whose wanted lines are
+// those of the last parse with the same key gets the remembered answer
+// without being parsed again, whatever its other lines; a changed wanted
+// line, another key or an oversized text parses again.
+func TestParseMetricsRemembersUnchangedText(t *testing.T) {
+	m := mapping(t, "vllm")
+	body := func(waiting int, other string) string {
+		return "# TYPE vllm:num_requests_waiting gauge\nvllm:num_requests_waiting " + strconv.Itoa(waiting) +
+			"\nvllm:num_requests_running 2\nvllm:kv_cache_usage_perc 0.5\n# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total " + other + "\n"
+	}
+	var last lastParse
+	last.reset("a")
+	met, err := parseMetrics(strings.NewReader(body(3, "100")), m, &last)
+	var pe *PartialError
+	require.ErrorAs(t, err, &pe, "no LoRA or cache info: a partial read")
+	require.Equal(t, 3, met.WaitingQueueSize)
+	require.True(t, last.valid)
+
+	// Poison the remembered answer: getting it back proves no new parse.
+	last.met.WaitingQueueSize = 777
+	met, _ = parseMetrics(strings.NewReader(body(3, "250")), m, &last)
+	assert.Equal(t, 777, met.WaitingQueueSize, "only an unwanted counter moved: the remembered answer")
+
+	met, _ = parseMetrics(strings.NewReader(body(4, "250")), m, &last)
+	assert.Equal(t, 4, met.WaitingQueueSize, "a wanted line changed: parsed again")
+
+	last.met.WaitingQueueSize = 777
+	last.reset("b")
+	met, _ = parseMetrics(strings.NewReader(body(4, "250")), m, &last)
+	assert.Equal(t, 4, met.WaitingQueueSize, "another key (configuration or engine) forgets the last parse")
+
+	// Errors are remembered too, and a failed read is never compared.
+	bad := "vllm:num_requests_waiting{x=\"1\" 3\n"
+	_, err = parseMetrics(strings.NewReader(bad), m, &last)
+	require.ErrorIs(t, err, ErrMalformed)
+	_, err2 := parseMetrics(strings.NewReader(bad), m, &last)
+	assert.Equal(t, err, err2)
+	_, err = parseMetrics(iotest.ErrReader(errors.New("reset by peer")), m, &last)
+	assert.ErrorContains(t, err, "reset by peer")
+
+	// A text beyond the bound is parsed every time and not kept.
+	long := body(5, "1") + "vllm:num_requests_running{pad=\"" + strings.Repeat("x", maxRememberedText) + "\"} 1\n"
+	met, _ = parseMetrics(strings.NewReader(long), m, &last)
+	assert.Equal(t, 5, met.WaitingQueueSize)
+	assert.False(t, last.valid)
+	assert.Nil(t, last.text)
+}
+
+func TestWantedFamilies(t *testing.T) {
+	m := mapping(t, "vllm")
+	got := WantedFamilies(&m)
+	assert.True(t, slices.IsSorted(got))
+	assert.Equal(t, len(got), len(slices.Compact(slices.Clone(got))))
+	for _, want := range []string{"vllm:num_requests_waiting", "vllm:num_requests_running", "vllm:kv_cache_usage_perc", "vllm:gpu_cache_usage_perc", "vllm:lora_requests_info", "vllm:cache_config_info"} {
+		assert.Contains(t, got, want)
+	}
+	assert.Empty(t, WantedFamilies(&coremetrics.EngineMapping{}))
 }

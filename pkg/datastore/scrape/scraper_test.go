@@ -51,6 +51,10 @@ type metricsServer struct {
 	inFlight atomic.Int64
 	maxSeen  atomic.Int64
 	path     atomic.Pointer[string]
+	// query and encoding are the last request's query and
+	// Accept-Encoding header.
+	query    atomic.Pointer[url.Values]
+	encoding atomic.Pointer[string]
 }
 
 func newMetricsServer(t *testing.T, body string) *metricsServer {
@@ -66,6 +70,9 @@ func startMetricsServer(t *testing.T, body string, tls bool) *metricsServer {
 	ms.status.Store(http.StatusOK)
 	h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ms.hits.Add(1)
+		q, enc := r.URL.Query(), r.Header.Get("Accept-Encoding")
+		ms.query.Store(&q)
+		ms.encoding.Store(&enc)
 		n := ms.inFlight.Add(1)
 		defer ms.inFlight.Add(-1)
 		for {
@@ -498,6 +505,43 @@ sglang:token_usage 0.25
 		assert.Equal(t, "sglang", eng, name)
 	}
 	assert.Equal(t, 1, h.logs.count("Unknown engine", `"engine"="nope"`))
+}
+
+// TestNameFilter: each endpoint is asked for only the families its
+// engine's mapping reads (name[] per family, sorted), without gzip; with
+// nameFilter off the URL has no query. A server that ignores the filter
+// (this one answers its whole body) is read as before.
+func TestNameFilter(t *testing.T) {
+	vllm := newMetricsServer(t, fmt.Sprintf(vllmBody, 3)+"# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total 7\n")
+	sglang := newMetricsServer(t, "sglang:num_queue_reqs 6\nsglang:num_running_reqs 1\nsglang:token_usage 0.25\n")
+	sg := sglang.spec(t, "sg")
+	sg.Engine = "sglang"
+	cfg := defaultConfig(t)
+	h := start(t, 0, cfg, Options{}, vllm.spec(t, "v"), sg)
+	require.Eventually(t, func() bool { return len(h.ready()) == 2 }, wait, time.Millisecond)
+	engines := cfg.Extractor.Engines()
+	for _, c := range []struct {
+		srv    *metricsServer
+		engine string
+	}{{vllm, "vllm"}, {sglang, "sglang"}} {
+		m := engines[c.engine]
+		q := *c.srv.query.Load()
+		assert.Equal(t, WantedFamilies(&m), q[NameFilterParam], c.engine)
+		assert.Len(t, q, 1, "only name[]")
+		assert.Contains(t, q[NameFilterParam], c.engine+":"+map[string]string{"vllm": "num_requests_waiting", "sglang": "num_queue_reqs"}[c.engine])
+		assert.Empty(t, *c.srv.encoding.Load(), "no transparent gzip")
+	}
+	ep, _ := h.store.Snapshot().Lookup("v")
+	assert.Equal(t, 3, ep.Metrics().WaitingQueueSize)
+
+	cfg.Source.NameFilter = false
+	require.NoError(t, h.sc.SetConfig(cfg))
+	require.Eventually(t, func() bool { return len(*vllm.query.Load()) == 0 && len(*sglang.query.Load()) == 0 }, wait, time.Millisecond)
+	vllm.setBody(fmt.Sprintf(vllmBody, 8))
+	require.Eventually(t, func() bool {
+		ep, _ := h.store.Snapshot().Lookup("v")
+		return ep.Metrics().WaitingQueueSize == 8
+	}, wait, time.Millisecond)
 }
 
 func TestHTTPS(t *testing.T) {

@@ -33,11 +33,21 @@ type Params struct {
 	// certificates when Scheme is "https" (model servers usually have
 	// self-signed certificates). Default true.
 	InsecureSkipVerify bool `json:"insecureSkipVerify"`
+	// NameFilter asks each model server for only the metric families the
+	// extractors read, with one name[] query parameter per family
+	// (/metrics?name[]=vllm:num_requests_waiting&…). Prometheus
+	// client_python's exposition (vLLM, SGLang, trtllm-serve) then answers
+	// a few lines instead of every histogram; a server that ignores the
+	// parameter answers its whole body, which is filtered as before. Set it
+	// to false for a server or proxy that refuses unknown query
+	// parameters. Default true (GIE has no such parameter and always reads
+	// the whole body).
+	NameFilter bool `json:"nameFilter"`
 }
 
-// DefaultParams returns the defaults of GIE v1.5.
+// DefaultParams returns the defaults of GIE v1.5, and NameFilter on.
 func DefaultParams() Params {
-	return Params{Scheme: "http", Path: "/metrics", InsecureSkipVerify: true}
+	return Params{Scheme: "http", Path: "/metrics", InsecureSkipVerify: true, NameFilter: true}
 }
 
 // Validate reports every invalid field.

@@ -17,10 +17,11 @@ func TestParams(t *testing.T) {
 		want     Params
 		wantErrs []string
 	}{
-		{name: "no parameters gives the defaults", want: Params{Scheme: "http", Path: "/metrics", InsecureSkipVerify: true}},
-		{name: "null parameters", raw: `null`, want: Params{Scheme: "http", Path: "/metrics", InsecureSkipVerify: true}},
-		{name: "every field set", raw: `{"scheme": "https", "path": "/custom/metrics", "insecureSkipVerify": false}`, want: Params{Scheme: "https", Path: "/custom/metrics", InsecureSkipVerify: false}},
-		{name: "root path", raw: `{"path": "/"}`, want: Params{Scheme: "http", Path: "/", InsecureSkipVerify: true}},
+		{name: "no parameters gives the defaults", want: Params{Scheme: "http", Path: "/metrics", InsecureSkipVerify: true, NameFilter: true}},
+		{name: "null parameters", raw: `null`, want: Params{Scheme: "http", Path: "/metrics", InsecureSkipVerify: true, NameFilter: true}},
+		{name: "every field set", raw: `{"scheme": "https", "path": "/custom/metrics", "insecureSkipVerify": false, "nameFilter": false}`, want: Params{Scheme: "https", Path: "/custom/metrics", InsecureSkipVerify: false}},
+		{name: "root path", raw: `{"path": "/"}`, want: Params{Scheme: "http", Path: "/", InsecureSkipVerify: true, NameFilter: true}},
+		{name: "name filter not a boolean", raw: `{"nameFilter": "on"}`, wantErrs: []string{"nameFilter: expected a boolean"}},
 		{name: "unknown key", raw: `{"port": 9090}`, wantErrs: []string{`unknown field "port"`}},
 		{name: "wrong type", raw: `{"insecureSkipVerify": "yes"}`, wantErrs: []string{"insecureSkipVerify: expected a boolean"}},
 		{name: "unknown scheme", raw: `{"scheme": "grpc"}`, wantErrs: []string{`scheme: must be "http" or "https", got "grpc"`}},
