@@ -13,7 +13,15 @@ import (
 	"io"
 	"os"
 	"strings"
+
+	"google.golang.org/grpc/experimental"
+
+	"github.com/switchyard-ai/switchyard/pkg/server"
 )
+
+// gRPC's proto codec marshals and unmarshals with the default buffer pool,
+// which only this can change, and only at init (see server.GRPCBufferPool).
+func init() { experimental.SetDefaultBufferPool(server.GRPCBufferPool) }
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
