@@ -16,12 +16,12 @@ import (
 
 	"google.golang.org/grpc/experimental"
 
-	"github.com/switchyard-ai/switchyard/pkg/server"
+	"github.com/switchyard-ai/switchyard/pkg/grpcpool"
 )
 
 // gRPC's proto codec marshals and unmarshals with the default buffer pool,
-// which only this can change, and only at init (see server.GRPCBufferPool).
-func init() { experimental.SetDefaultBufferPool(server.GRPCBufferPool) }
+// which only this can change, and only at init (see package grpcpool).
+func init() { experimental.SetDefaultBufferPool(grpcpool.Pool) }
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))

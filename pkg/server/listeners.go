@@ -19,10 +19,10 @@ import (
 	grpchealth "google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/keepalive"
-	"google.golang.org/grpc/mem"
 	"google.golang.org/grpc/status"
 
 	"github.com/switchyard-ai/switchyard/pkg/decisions"
+	"github.com/switchyard-ai/switchyard/pkg/grpcpool"
 	"github.com/switchyard-ai/switchyard/pkg/server/health"
 	"github.com/switchyard-ai/switchyard/pkg/tlsutil"
 	"github.com/switchyard-ai/switchyard/pkg/tokenauth"
@@ -59,29 +59,6 @@ const (
 // authentication.
 const debugOffMessage = "Not Found: the debug endpoints (/debug/endpoints, /debug/sites, /debug/decisions, /debug/pprof/) need authentication on the metrics port: " +
 	"--metrics-token-file, or --metrics-endpoint-auth in Kubernetes mode\n"
-
-// GRPCBufferPool holds the buffers gRPC reads and marshals ext_proc
-// messages in: a tier for every power of two from 256 B to 1 MiB. gRPC's
-// default pool has tiers of 256 B, 4, 16 and 32 KiB and 1 MiB and zeroes a
-// buffer's whole capacity when it hands it out, so every body chunk a
-// little over 32 KiB (a 32 KiB chunk with its framing) cost a 1 MiB clear
-// when received and another when echoed back: 14 MiB of clearing for a
-// 200 KB prompt, the largest item of the request path's profile. With a
-// tier per power of two a buffer is at most twice the message. The server
-// uses it for its streams; cmd/epp also makes it gRPC's default pool
-// (experimental.SetDefaultBufferPool, at init), which is what the proto
-// codec marshals and unmarshals with.
-var GRPCBufferPool = func() mem.BufferPool {
-	exps := make([]uint8, 0, 13)
-	for e := uint8(8); e <= 20; e++ {
-		exps = append(exps, e)
-	}
-	p, err := mem.NewBinaryTieredBufferPool(exps...)
-	if err != nil {
-		panic(err) // the exponents are constants
-	}
-	return p
-}()
 
 func (s *Server) listen() error {
 	var err error
@@ -129,7 +106,7 @@ func (s *Server) listen() error {
 			MaxConnectionAgeGrace: s.cfg.GRPCMaxConnectionAgeGrace,
 		}),
 		grpc.ChainStreamInterceptor(s.limitStreams, s.recoverStream),
-		experimental.BufferPool(GRPCBufferPool),
+		experimental.BufferPool(grpcpool.Pool), // see package grpcpool
 	}
 	if s.cfg.SecureServing {
 		var getCert func(*tls.ClientHelloInfo) (*tls.Certificate, error)

@@ -24,9 +24,15 @@ import (
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials"
+	"google.golang.org/grpc/experimental"
 
 	"github.com/switchyard-ai/switchyard/bench/nullepp"
+	"github.com/switchyard-ai/switchyard/pkg/grpcpool"
 )
+
+// The floor gets the buffers Switchyard's EPP has (see package grpcpool),
+// so that the ratio to it measures the EPP's work, not gRPC's pool.
+func init() { experimental.SetDefaultBufferPool(grpcpool.Pool) }
 
 func main() {
 	addr := flag.String("addr", "127.0.0.1:9102", "ext_proc listen address (loopback)")
@@ -44,7 +50,7 @@ func run(addr, endpoint string, useTLS bool) error {
 	if err != nil {
 		return err
 	}
-	var opts []grpc.ServerOption
+	opts := []grpc.ServerOption{experimental.BufferPool(grpcpool.Pool)}
 	if useTLS {
 		cert, err := selfSigned()
 		if err != nil {
