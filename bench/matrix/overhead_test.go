@@ -11,6 +11,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -25,7 +26,30 @@ var (
 	full    = flag.Bool("full", false, "the whole matrix (make bench-full); default the short one (make bench)")
 	results = flag.String("results", "", "folder the tables and plots are written to (default bench/results)")
 	smoke   = flag.Bool("smoke", false, "one tiny cell per EPP, results in a temporary folder: checks the driver, measures nothing")
+	// Filters for investigating one cell; with any of them the results go
+	// to a temporary folder unless -results names one.
+	onlyEPP     = flag.String("epp", "", "only these EPPs (comma-separated: null, switchyard, gie-v1.5.0)")
+	onlyCounts  = flag.String("endpoints", "", "only these endpoint counts (comma-separated)")
+	onlyPrompts = flag.String("prompts", "", "only these prompt sizes in bytes (comma-separated)")
+	profileDir  = flag.String("profile", "", "write Switchyard's CPU profile of each fixed-rate run to this folder (it runs with --enable-pprof behind a metrics token)")
 )
+
+// ints parses a comma-separated list of positive integers ("" = nil).
+func ints(t *testing.T, flagName, s string) []int {
+	t.Helper()
+	var out []int
+	for f := range strings.SplitSeq(s, ",") {
+		if f = strings.TrimSpace(f); f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n <= 0 {
+			t.Fatalf("-%s: %q is not a positive integer", flagName, f)
+		}
+		out = append(out, n)
+	}
+	return out
+}
 
 // Point is one cell of the overhead matrix for one EPP.
 type Point struct {
@@ -74,6 +98,15 @@ func TestOverheadMatrix(t *testing.T) {
 			*results = t.TempDir()
 		}
 	}
+	if c := ints(t, "endpoints", *onlyCounts); c != nil {
+		endpoints = c
+	}
+	if c := ints(t, "prompts", *onlyPrompts); c != nil {
+		prompts = c
+	}
+	if (*onlyEPP != "" || *onlyCounts != "" || *onlyPrompts != "") && *results == "" {
+		*results = t.TempDir()
+	}
 	env := kubetest.Start(t, kubetest.Options{})
 	var points []Point
 	for _, n := range endpoints {
@@ -112,10 +145,18 @@ func cell(t *testing.T, env *kubetest.Env, n int, prompts []int, step time.Durat
 			{"switchyard", epp, chart.Args},
 			{"gie-v1.5.0", gie, chart.Args},
 		} {
-			p := start(t, fmt.Sprintf("%s-%d", e.name, n), e.bin, kube, e.args)
+			if *onlyEPP != "" && !slices.Contains(strings.Split(*onlyEPP, ","), e.name) {
+				continue
+			}
+			args, prof := e.args, (*profiler)(nil)
+			if *profileDir != "" && e.name == "switchyard" {
+				prof = newProfiler(t, *profileDir)
+				args = append(slices.Clone(args), prof.args...)
+			}
+			p := start(t, fmt.Sprintf("%s-%d", e.name, n), e.bin, kube, args)
 			waitRouting(t, p, chart, e.name == "null")
 			for _, size := range prompts {
-				pt := measure(t, p, e.name, n, size, step, fixed)
+				pt := measure(t, p, e.name, n, size, step, fixed, prof)
 				t.Logf("%+v", pt)
 				points = append(points, pt)
 			}
@@ -178,7 +219,7 @@ func waitRouting(t *testing.T, p *proc, c Chart, null bool) {
 
 // measure runs one matrix cell: a rate search, a run at the fixed rate
 // and, for the largest prompts, 16 concurrent streams.
-func measure(t *testing.T, p *proc, name string, n, size int, step time.Duration, fixed float64) Point {
+func measure(t *testing.T, p *proc, name string, n, size int, step time.Duration, fixed float64, prof *profiler) Point {
 	t.Helper()
 	xs := loadgen.ChatExchanges("meta-llama/Llama-3.1-8B-Instruct", size, 64)
 	cfg := loadgen.Config{Target: "127.0.0.1:9002", TLS: true, Conns: 2, PID: p.pid(), Timeout: 5 * time.Second,
@@ -196,6 +237,8 @@ func measure(t *testing.T, p *proc, name string, n, size int, step time.Duration
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
 		}
+		t.Logf("%s %d×%d B @ %.0f/s: served %.0f/s, p50 %v, p99 %v, errors %d, dropped %d", name, n, size, rate,
+			rep.Throughput, rep.Decision.P50, rep.Decision.P99, rep.Errors, rep.Dropped)
 		return rep
 	}
 	ok := func(rep *loadgen.Report, rate float64) bool {
@@ -242,7 +285,9 @@ func measure(t *testing.T, p *proc, name string, n, size int, step time.Duration
 		}
 	}
 	pt.MaxRate = pass
+	done := prof.start(t, fmt.Sprintf("cpu-%d-%d.pb.gz", n, size), 2*step)
 	rep := runAt(fixed, 2*step)
+	done()
 	pt.Errors += rep.Errors
 	pt.P50us, pt.P99us = rep.Decision.P50.Microseconds(), rep.Decision.P99.Microseconds()
 	pt.CPUms = rep.CPUPer1000() // ms per request = s per 1000

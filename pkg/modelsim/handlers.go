@@ -599,7 +599,20 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, "modelsim: simulated metrics failure", http.StatusInternalServerError)
 		return
 	}
-	mfs, err := s.reg.Gather()
+	var only map[string]bool
+	reg := s.gauges
+	if names := r.URL.Query()["name[]"]; len(names) > 0 {
+		only = make(map[string]bool, len(names))
+		for _, n := range names {
+			only[n] = true
+			if !gaugeNames[n] {
+				reg = s.reg
+			}
+		}
+	} else {
+		reg = s.reg
+	}
+	mfs, err := reg.Gather()
 	if err != nil {
 		http.Error(w, "gathering metrics: "+err.Error(), http.StatusInternalServerError)
 		return
@@ -614,13 +627,6 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 					}
 				}
 			}
-		}
-	}
-	var only map[string]bool
-	if names := r.URL.Query()["name[]"]; len(names) > 0 {
-		only = make(map[string]bool, len(names))
-		for _, n := range names {
-			only[n] = true
 		}
 	}
 	buf := metricsBufPool.Get().(*bytes.Buffer)

@@ -62,8 +62,11 @@ func newEngineMetrics(labels prometheus.Labels) *engineMetrics {
 // stateCollector renders the gauges and counters from the engine's state,
 // read under the engine lock once per scrape, so one scrape is consistent.
 type stateCollector struct {
-	e         *engine
-	maxLoRA   string
+	e *engine
+	// gaugesOnly leaves out the counters: the collector of the registry
+	// that answers a name[] request for gauges only.
+	gaugesOnly bool
+	maxLoRA    string
 	cacheInfo []string // label values of vllm:cache_config_info
 
 	waiting, running, kvUsage, gpuUsage, loraInfo, cacheConfig  *prometheus.Desc
@@ -100,8 +103,13 @@ func newStateCollector(e *engine, labels prometheus.Labels) *stateCollector {
 
 // Describe implements prometheus.Collector.
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{c.waiting, c.running, c.kvUsage, c.gpuUsage, c.loraInfo, c.cacheConfig,
-		c.prefixQueries, c.prefixHits, c.promptTokens, c.genTokens, c.success, c.preemptions} {
+	for _, d := range []*prometheus.Desc{c.waiting, c.running, c.kvUsage, c.gpuUsage, c.loraInfo, c.cacheConfig} {
+		ch <- d
+	}
+	if c.gaugesOnly {
+		return
+	}
+	for _, d := range []*prometheus.Desc{c.prefixQueries, c.prefixHits, c.promptTokens, c.genTokens, c.success, c.preemptions} {
 		ch <- d
 	}
 }
@@ -128,6 +136,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(c.gpuUsage, usage)
 	gauge(c.loraInfo, stamp, c.maxLoRA, runningLoRAs, waitingLoRAs)
 	gauge(c.cacheConfig, 1, c.cacheInfo...)
+	if c.gaugesOnly {
+		return
+	}
 	counter(c.prefixQueries, cnt.prefixQueries)
 	counter(c.prefixHits, cnt.prefixHits)
 	counter(c.promptTokens, cnt.promptTokens)
@@ -138,14 +149,28 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.preemptions, cnt.preemptions)
 }
 
-// newRegistry builds the server's private registry: vLLM exposes only its
-// own metrics, so no Go runtime or process collectors are added.
-func newRegistry(e *engine, m *engineMetrics, labels prometheus.Labels) (*prometheus.Registry, error) {
-	reg := prometheus.NewRegistry()
+// gaugeNames are the families of the gauges registry.
+var gaugeNames = map[string]bool{metricWaiting: true, metricRunning: true, metricKVUsage: true,
+	metricGPUCacheUsage: true, metricLoRAInfo: true, metricCacheConfig: true}
+
+// newRegistries builds the server's private registries: vLLM exposes only
+// its own metrics, so no Go runtime or process collectors are added. all
+// holds every metric; gauges only the gauges (gaugeNames), which is what
+// a name[] request for load metrics is answered from, so that such a
+// scrape collects no counter or histogram, as client_python's restricted
+// registry collects only the collectors of the names asked for.
+func newRegistries(e *engine, m *engineMetrics, labels prometheus.Labels) (all, gauges *prometheus.Registry, err error) {
+	all = prometheus.NewRegistry()
 	for _, c := range []prometheus.Collector{newStateCollector(e, labels), m.ttft, m.e2e, m.queueTime, m.itl} {
-		if err := reg.Register(c); err != nil {
-			return nil, err
+		if err := all.Register(c); err != nil {
+			return nil, nil, err
 		}
 	}
-	return reg, nil
+	g := newStateCollector(e, labels)
+	g.gaugesOnly = true
+	gauges = prometheus.NewRegistry()
+	if err := gauges.Register(g); err != nil {
+		return nil, nil, err
+	}
+	return all, gauges, nil
 }

@@ -92,6 +92,7 @@ type Server struct {
 	id      string
 	eng     *engine
 	reg     *prometheus.Registry
+	gauges  *prometheus.Registry // the gauges of reg (newRegistries)
 	handler http.Handler
 	created int64
 
@@ -126,7 +127,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	labels := prometheus.Labels{"model_name": cfg.Model, "engine": "0"}
 	m := newEngineMetrics(labels)
 	eng := newEngine(cfg, m, o.log)
-	reg, err := newRegistry(eng, m, labels)
+	reg, gauges, err := newRegistries(eng, m, labels)
 	if err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
@@ -136,6 +137,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		id:      o.id,
 		eng:     eng,
 		reg:     reg,
+		gauges:  gauges,
 		created: time.Now().Unix(),
 		stop:    make(chan struct{}),
 	}

@@ -876,4 +876,13 @@ func TestMetricsNameFilter(t *testing.T) {
 	assert.Contains(t, mfs, metricKVUsage)
 	assert.Greater(t, len(all), 10)
 	assert.Less(t, len(body), 1000, "a few lines instead of every histogram")
+
+	// A counter or histogram named comes from the whole registry.
+	resp, body = get(t, url+"/metrics?name[]="+metricWaiting+"&name[]="+metricTTFT+"&name[]="+metricPromptTokens)
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	mfs, err = p.TextToMetricFamilies(strings.NewReader(string(body)))
+	require.NoError(t, err)
+	assert.Len(t, mfs, 3)
+	assert.Contains(t, mfs, metricTTFT)
+	assert.Contains(t, mfs, metricPromptTokens)
 }

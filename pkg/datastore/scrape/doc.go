@@ -32,7 +32,17 @@
 // before. Only the lines of those families are parsed, and a scrape whose
 // lines are byte for byte those of the endpoint's last scrape returns the
 // last answer without parsing (an idle server's gauges do not move).
-// Responses are not gzip-compressed.
+//
+// Each worker keeps one HTTP/1.1 connection to its endpoint open (TLS with
+// the https scheme, verification as insecureSkipVerify says) and writes
+// the request and reads the answer in its own goroutine, with net/http's
+// request and response parsing but not its Transport, whose hand-offs
+// between goroutines cost as much as the scrape. A connection the server
+// closed while it sat idle is redialled once without counting a failure;
+// one whose answer was not a 200 or not read to its end is closed. The
+// request asks for no compression (a gzipped answer is read all the same);
+// redirects are not followed: a 3xx is an http_status failure, so the
+// metrics path must be the one that answers. No proxy is used.
 //
 // Run also runs the store's publisher (Store.RunPublisher) with a gap of a
 // fifth of the interval, so every result reaches the request path within

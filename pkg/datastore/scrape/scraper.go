@@ -2,7 +2,6 @@ package scrape
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
@@ -77,13 +76,6 @@ type Options struct {
 	// to be scraped, hence routed to, again. 0 means DefaultMaxBackoff; a
 	// value below Interval means Interval (no back-off).
 	MaxBackoff time.Duration
-	// Client, if set, does the requests (its transport then decides TLS
-	// verification). By default the scraper uses its own transports, shared
-	// by all endpoints as in GIE: 5000 idle connections, 2 per host, idle
-	// connections closed after 10 s, a 10 s client timeout, no proxy, and
-	// Run closes their idle connections when it returns; a given Client's
-	// idle connections are the caller's to close.
-	Client *http.Client
 	// Logger receives scrape failures and recoveries (once per transition)
 	// and per-change logs at V(1). The zero value discards.
 	Logger logr.Logger
@@ -112,9 +104,6 @@ type Scraper struct {
 
 	cfg   atomic.Pointer[resolved]
 	cfgCh chan struct{}
-
-	client, insecureClient *http.Client
-	ownTransports          []*http.Transport
 
 	sem     chan struct{}
 	running atomic.Bool
@@ -166,36 +155,10 @@ func NewScraper(store *datastore.Store, cfg Config, opts Options) (*Scraper, err
 		cfgCh:   make(chan struct{}, 1),
 		sem:     make(chan struct{}, opts.MaxConcurrency),
 	}
-	if opts.Client != nil {
-		s.client, s.insecureClient = opts.Client, opts.Client
-	} else {
-		secure, insecure := newTransport(false), newTransport(true)
-		s.ownTransports = []*http.Transport{secure, insecure}
-		s.client = &http.Client{Transport: secure, Timeout: 10 * time.Second}
-		s.insecureClient = &http.Client{Transport: insecure, Timeout: 10 * time.Second}
-	}
 	if err := s.SetConfig(cfg); err != nil {
 		return nil, err
 	}
 	return s, nil
-}
-
-func newTransport(insecure bool) *http.Transport {
-	return &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:        5000,
-		MaxIdleConnsPerHost: 2,
-		IdleConnTimeout:     10 * time.Second,
-		TLSHandshakeTimeout: 5 * time.Second,
-		// No transparent gzip: the bodies are small (a few families with
-		// the name filter) and travel inside the cluster; compressing and
-		// decompressing 20 of them a second per endpoint costs CPU on both
-		// sides and saves nothing that matters.
-		DisableCompression: true,
-		// Model servers usually have self-signed certificates; GIE's
-		// metrics-data-source skips verification by default.
-		TLSClientConfig: &tls.Config{InsecureSkipVerify: insecure, MinVersion: tls.VersionTLS12}, //nolint:gosec // configurable, GIE's default
-	}
 }
 
 // SetConfig swaps the scrape settings and extractor (a configuration
@@ -253,9 +216,6 @@ func (s *Scraper) Run(ctx context.Context) {
 	defer func() {
 		cancel()
 		wg.Wait()
-		for _, t := range s.ownTransports {
-			t.CloseIdleConnections()
-		}
 	}()
 	wg.Go(func() { s.store.RunPublisher(ctx, s.publishGap()) })
 	workers := map[uint64]*worker{}
@@ -349,7 +309,10 @@ type worker struct {
 	urlTarget *datastore.ScrapeTarget
 	urlCfg    *resolved
 	urlEngine string
-	url       string
+	req       *scrapeRequest
+
+	// conn is the worker's connection to its endpoint (conn.go).
+	conn endpointConn
 
 	// last is the last parse, reused while the wanted lines do not change.
 	last lastParse
@@ -388,6 +351,13 @@ func (w *worker) resetBackoff() {
 // failed scrape (or one that left the load unknown) it waits the back-off
 // instead, counted from the end of that scrape.
 func (w *worker) run(ctx context.Context) {
+	// The endpoint's removal or the scraper's stop interrupts a scrape in
+	// flight; the connection closes when run returns.
+	stop := context.AfterFunc(ctx, w.conn.interrupt)
+	defer func() {
+		stop()
+		w.conn.close()
+	}()
 	interval := w.s.opts.Interval
 	var wait time.Duration
 	if w.scrape(ctx) {
@@ -462,10 +432,10 @@ func (w *worker) mapping(cfg *resolved, t *datastore.ScrapeTarget) coremetrics.E
 	return cfg.extractor.MappingFor(t.Spec.Labels)
 }
 
-// urlFor is the endpoint's metrics URL; with the source's nameFilter it
+// request is the endpoint's metrics request; with the source's nameFilter it
 // asks for only the families m reads (name[]=… per family, sorted, as
 // Prometheus client_python's exposition understands it).
-func (w *worker) urlFor(cfg *resolved, t *datastore.ScrapeTarget, m *coremetrics.EngineMapping) string {
+func (w *worker) request(cfg *resolved, t *datastore.ScrapeTarget, m *coremetrics.EngineMapping) *scrapeRequest {
 	if w.urlTarget != t || w.urlCfg != cfg || w.urlEngine != m.Name {
 		path := t.Spec.MetricsPath
 		if path == "" {
@@ -477,9 +447,9 @@ func (w *worker) urlFor(cfg *resolved, t *datastore.ScrapeTarget, m *coremetrics
 				u.RawQuery = url.Values{NameFilterParam: names}.Encode()
 			}
 		}
-		w.url, w.urlTarget, w.urlCfg, w.urlEngine = u.String(), t, cfg, m.Name
+		w.req, w.urlTarget, w.urlCfg, w.urlEngine = newScrapeRequest(&u, cfg.insecure), t, cfg, m.Name
 	}
-	return w.url
+	return w.req
 }
 
 // lastParseKey identifies the mapping a lastParse was made with.
@@ -505,9 +475,10 @@ func (w *worker) scrape(ctx context.Context) bool {
 		return true
 	}
 	start := time.Now()
-	target := w.urlFor(cfg, t, &m)
+	req := w.request(cfg, t, &m)
+	target := req.url
 	w.last.reset(lastParseKey{cfg: cfg, engine: m.Name})
-	met, err := s.fetch(ctx, cfg, target, m, &w.last)
+	met, err := s.fetch(ctx, w, req, m)
 	<-s.sem
 	d := time.Since(start)
 	if ctx.Err() != nil {
@@ -589,41 +560,29 @@ func (e *statusError) Error() string {
 	return fmt.Sprintf("unexpected HTTP status %d %s", e.code, http.StatusText(e.code))
 }
 
-// fetch gets and parses one endpoint's metrics.
-func (s *Scraper) fetch(ctx context.Context, cfg *resolved, target string, m coremetrics.EngineMapping, last *lastParse) (scheduling.Metrics, error) {
-	ctx, cancel := context.WithTimeout(ctx, s.opts.Timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, target, nil)
-	if err != nil {
-		return scheduling.Metrics{}, fmt.Errorf("build request for %s: %w", target, err)
-	}
-	req.Header.Set("Accept", "text/plain;version=0.0.4;q=1,*/*;q=0.1")
-	client := s.client
-	if cfg.insecure {
-		client = s.insecureClient
-	}
-	resp, err := client.Do(req)
+// fetch gets and parses one endpoint's metrics over the worker's
+// connection.
+func (s *Scraper) fetch(ctx context.Context, w *worker, req *scrapeRequest, m coremetrics.EngineMapping) (scheduling.Metrics, error) {
+	resp, err := w.conn.get(ctx, req, time.Now().Add(s.opts.Timeout))
 	if err != nil {
 		return scheduling.Metrics{}, err
 	}
-	defer func() {
-		// Drain a little so the connection can be reused, then close.
-		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
-		_ = resp.Body.Close()
-	}()
 	if resp.StatusCode != http.StatusOK {
+		// Not worth draining: failures back off, and a new connection
+		// costs less than reading an error page.
+		w.conn.close()
 		return scheduling.Metrics{}, &statusError{code: resp.StatusCode}
 	}
-	body := &limitedReader{r: resp.Body, n: s.opts.MaxBodyBytes}
-	met, err := parseMetrics(body, m, last)
-	if body.exceeded {
-		return scheduling.Metrics{}, fmt.Errorf("%w: metrics body exceeds %d bytes", errBodyTooLarge, s.opts.MaxBodyBytes)
+	body, err := responseBody(resp)
+	if err != nil {
+		w.conn.close()
+		return scheduling.Metrics{}, err
 	}
-	var partial *PartialError
-	var unknown *LoadUnknownError
-	if err != nil && ctx.Err() != nil && !errors.As(err, &partial) && !errors.As(err, &unknown) {
-		// The body was cut by the timeout.
-		return scheduling.Metrics{}, fmt.Errorf("read metrics body: %w", ctx.Err())
+	lr := &limitedReader{r: body, n: s.opts.MaxBodyBytes}
+	met, err := parseMetrics(lr, m, &w.last)
+	w.conn.finish(resp, !lr.exceeded)
+	if lr.exceeded {
+		return scheduling.Metrics{}, fmt.Errorf("%w: metrics body exceeds %d bytes", errBodyTooLarge, s.opts.MaxBodyBytes)
 	}
 	return met, err
 }
