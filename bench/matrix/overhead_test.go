@@ -104,7 +104,8 @@ func TestOverheadMatrix(t *testing.T) {
 	if c := ints(t, "prompts", *onlyPrompts); c != nil {
 		prompts = c
 	}
-	if (*onlyEPP != "" || *onlyCounts != "" || *onlyPrompts != "") && *results == "" {
+	// A filtered or profiled run is an investigation, not the results.
+	if (*onlyEPP != "" || *onlyCounts != "" || *onlyPrompts != "" || *profileDir != "") && *results == "" {
 		*results = t.TempDir()
 	}
 	env := kubetest.Start(t, kubetest.Options{})
@@ -145,7 +146,7 @@ func cell(t *testing.T, env *kubetest.Env, n int, prompts []int, step time.Durat
 			{"switchyard", epp, chart.Args},
 			{"gie-v1.5.0", gie, chart.Args},
 		} {
-			if *onlyEPP != "" && !slices.Contains(strings.Split(*onlyEPP, ","), e.name) {
+			if *onlyEPP != "" && !slices.ContainsFunc(strings.Split(*onlyEPP, ","), func(f string) bool { return strings.TrimSpace(f) == e.name }) {
 				continue
 			}
 			args, prof := e.args, (*profiler)(nil)

@@ -16,8 +16,8 @@ func (st *stream) injectCacheControl(body []byte) []byte {
 		return body
 	}
 	out, n := requests.InjectCacheControl(body)
-	if n > 0 && st.logger().V(4).Enabled() {
-		st.logger().V(4).Info("Anthropic cache_control injected", "request", st.reqID, "breakpoints", n)
+	if n > 0 && st.v(4).Enabled() {
+		st.v(4).Info("Anthropic cache_control injected", "request", st.reqID, "breakpoints", n)
 	}
 	return out
 }

@@ -226,7 +226,7 @@ func (st *stream) logRefusal(r *refusal, model string) {
 		}
 		level = 1
 	}
-	if l := st.logger().V(level); l.Enabled() {
+	if l := st.v(level); l.Enabled() {
 		l.Info("Request refused", "status", r.status, "reason", r.reason, "message", r.message, "model", model)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -452,4 +453,43 @@ func TestDecisionRecordsTheSiteStage(t *testing.T) {
 	require.Equal(t, "no_route", recs[0].Site.Reason)
 	require.False(t, recs[0].Site.Local)
 	require.Empty(t, recs[0].Profiles)
+}
+
+// countingSink is a logr sink at a verbosity that counts WithValues calls
+// and the lines written.
+type countingSink struct {
+	level             int
+	withValues, lines *atomic.Int64
+}
+
+func (s countingSink) Init(logr.RuntimeInfo)          {}
+func (s countingSink) Enabled(level int) bool         { return level <= s.level }
+func (s countingSink) Info(int, string, ...any)       { s.lines.Add(1) }
+func (s countingSink) Error(error, string, ...any)    { s.lines.Add(1) }
+func (s countingSink) WithValues(...any) logr.LogSink { s.withValues.Add(1); return s }
+func (s countingSink) WithName(string) logr.LogSink   { return s }
+
+// TestRequestIDAddedOnlyToWrittenLines: a routed request at the default
+// verbosity writes no line and pays no WithValues (sinks format values as
+// they are added); at V(3) its "Routed" line carries the request ID.
+func TestRequestIDAddedOnlyToWrittenLines(t *testing.T) {
+	msgs := []*extprocv3.ProcessingRequest{reqHeaders("/v1/chat/completions", "x-request-id", "ref-1"), body(chatBody, true)}
+	for _, c := range []struct {
+		level      int
+		withValues bool
+	}{{2, false}, {3, true}} {
+		var wv, lines atomic.Int64
+		hp := start(t, queueConfig, threeEndpoints(), func(o *extproc.Options) {
+			o.Logger = logr.New(countingSink{level: c.level, withValues: &wv, lines: &lines})
+		})
+		out := hp.exchange(t, msgs, 2)
+		require.NotNil(t, out[0].GetRequestHeaders(), "routed")
+		if c.withValues {
+			require.Positive(t, lines.Load())
+			require.Equal(t, int64(1), wv.Load(), "the request ID is added once, for the lines written")
+		} else {
+			require.Zero(t, lines.Load())
+			require.Zero(t, wv.Load(), "no line written, no WithValues")
+		}
+	}
 }

@@ -162,8 +162,8 @@ func (st *stream) schedule(req *scheduling.Request, cands []*scheduling.Endpoint
 		res, err = st.rt.Scheduler.Process(st.ctx, next, cands)
 		if err == nil {
 			st.s.opts.FallbackMetrics.inc(trigger, 0)
-			if st.logger().V(2).Enabled() {
-				st.logger().V(2).Info("Fallback model scheduled", "request", req.ID, "model", req.Model,
+			if st.v(2).Enabled() {
+				st.v(2).Info("Fallback model scheduled", "request", req.ID, "model", req.Model,
 					"trigger", FallbackTriggers()[trigger], "fallbackModel", model, "attempt", i+1)
 			}
 			return next, model, res, nil
@@ -180,8 +180,8 @@ func (st *stream) schedule(req *scheduling.Request, cands []*scheduling.Endpoint
 	st.s.opts.FallbackMetrics.inc(trigger, 1)
 	// V(4): the refusal that follows is the request's one line at the
 	// levels below.
-	if st.logger().V(4).Enabled() {
-		st.logger().V(4).Info("Fallback chain exhausted", "request", req.ID, "model", req.Model,
+	if st.v(4).Enabled() {
+		st.v(4).Info("Fallback chain exhausted", "request", req.ID, "model", req.Model,
 			"trigger", FallbackTriggers()[trigger], "chain", len(chain), "lastError", err.Error())
 	}
 	return req, "", nil, first

@@ -115,8 +115,8 @@ func (st *stream) hold() (out []*extprocv3.ProcessingResponse, done bool) {
 		fr.FlowDone(it.Flow.ID, it.Flow.Priority, req.Model, req.TargetModel, GIEOutcome(o, queued), max(enq, 0), st.s.now().Sub(start))
 	}
 	if o == flowcontrol.Dispatched {
-		if w := it.Wait(); w > 0 && st.logger().V(3).Enabled() {
-			st.logger().V(3).Info("Released by flow control", "flow", it.Flow.String(), "wait", w)
+		if w := it.Wait(); w > 0 && st.v(3).Enabled() {
+			st.v(3).Info("Released by flow control", "flow", it.Flow.String(), "wait", w)
 		}
 		return nil, false
 	}
@@ -126,7 +126,7 @@ func (st *stream) hold() (out []*extprocv3.ProcessingResponse, done bool) {
 	case flowcontrol.Cancelled:
 		// The client went away while queued: nothing to answer.
 		st.body = nil
-		st.logger().V(3).Info("Client left while queued by flow control", "flow", it.Flow.String(), "wait", it.Wait())
+		st.v(3).Info("Client left while queued by flow control", "flow", it.Flow.String(), "wait", it.Wait())
 		return nil, true
 	case flowcontrol.RejectedQueueFull:
 		return st.refuse(&refusal{status: http.StatusTooManyRequests, reason: ReasonQueueFull, retryAfter: time.Second,

@@ -131,8 +131,8 @@ func (st *stream) route(end bodyEnd) ([]*extprocv3.ProcessingResponse, bool) {
 	st.phase = phaseForwarded
 	st.forwardedAt = st.s.now()
 	st.recordRouted(res)
-	if st.logger().V(3).Enabled() {
-		st.logger().V(3).Info("Routed", "model", req.Model, "targetModel", req.TargetModel, "endpoints", joinTargets(st.targets),
+	if st.v(3).Enabled() {
+		st.v(3).Info("Routed", "model", req.Model, "targetModel", req.TargetModel, "endpoints", joinTargets(st.targets),
 			"candidates", len(cands), "profile", res.PrimaryProfile, "bodyBytes", len(st.body))
 	}
 	out := make([]*extprocv3.ProcessingResponse, 0, 1+len(body)/BodyChunkLimit+1)

@@ -127,8 +127,8 @@ func (st *stream) routeRemote(end bodyEnd) ([]*extprocv3.ProcessingResponse, boo
 	st.phase = phaseForwarded
 	st.forwardedAt = st.s.now()
 	st.recordRouted(nil)
-	if st.logger().V(3).Enabled() {
-		st.logger().V(3).Info("Routed to another site", "model", st.parsed.Model, "site", st.site.site, "cluster", st.site.cluster,
+	if st.v(3).Enabled() {
+		st.v(3).Info("Routed to another site", "model", st.parsed.Model, "site", st.site.site, "cluster", st.site.cluster,
 			"gateway", st.site.remote, "bodyBytes", len(body))
 	}
 	out := make([]*extprocv3.ProcessingResponse, 0, 1+len(body)/BodyChunkLimit+1)

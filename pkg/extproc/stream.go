@@ -33,7 +33,7 @@ const (
 )
 
 // logger is the stream's logger, with the request's ID once it is known.
-// The ID is added on the first log line rather than when the request
+// The ID is added on the first line written rather than when the request
 // headers arrive: logr sinks (funcr, zap) format the values as they are
 // added, which cost every request about 20 µs when most write no line.
 func (st *stream) logger() logr.Logger {
@@ -41,6 +41,15 @@ func (st *stream) logger() logr.Logger {
 		st.log, st.logWithID = st.log.WithValues("requestID", st.reqID), true
 	}
 	return st.log
+}
+
+// v is logger().V(level), without adding the request ID when the level is
+// off (its lines are not written).
+func (st *stream) v(level int) logr.Logger {
+	if l := st.log.V(level); !l.Enabled() {
+		return l
+	}
+	return st.logger().V(level)
 }
 
 // stream is the state of one ext_proc stream (one HTTP request). It is
@@ -134,7 +143,7 @@ func (st *stream) handle(msg *extprocv3.ProcessingRequest) ([]*extprocv3.Process
 			// while the request was still arriving) runs through the
 			// response path too: the request is abandoned, its body
 			// let go, and the reply passed through unread.
-			st.logger().V(3).Info("The proxy answered the request itself before it was complete; passing its reply through")
+			st.v(3).Info("The proxy answered the request itself before it was complete; passing its reply through")
 			st.release()
 			st.body = nil
 			st.passthrough = true
@@ -151,7 +160,7 @@ func (st *stream) handle(msg *extprocv3.ProcessingRequest) ([]*extprocv3.Process
 		}
 		return st.responseTrailers(msg), false
 	default:
-		st.logger().V(4).Info("Ignoring an ext_proc message without a request phase")
+		st.v(4).Info("Ignoring an ext_proc message without a request phase")
 		return nil, false
 	}
 }
@@ -260,7 +269,7 @@ func (st *stream) headerOnly() ([]*extprocv3.ProcessingResponse, bool) {
 	st.localSite()
 	st.phase = phaseForwarded
 	st.forwardedAt = st.s.now()
-	st.logger().V(3).Info("Routed a request without body", "endpoint", e.HostPort())
+	st.v(3).Info("Routed a request without body", "endpoint", e.HostPort())
 	return []*extprocv3.ProcessingResponse{st.headersResponse(0)}, false
 }
 
@@ -449,9 +458,9 @@ func (st *stream) responseBody(msg *extprocv3.ProcessingRequest, b *extprocv3.Ht
 		// without usage.
 		st.passthrough = true
 		if tooLarge {
-			st.logger().V(2).Info("Response too large to buffer; passing it through without reading usage", "bytes", len(st.respBody)+len(chunk))
+			st.v(2).Info("Response too large to buffer; passing it through without reading usage", "bytes", len(st.respBody)+len(chunk))
 		} else {
-			st.logger().V(2).Info("Buffer budget used up; passing the response through without reading usage", "bytes", len(st.respBody)+len(chunk))
+			st.v(2).Info("Buffer budget used up; passing the response through without reading usage", "bytes", len(st.respBody)+len(chunk))
 		}
 		all := append(st.respBody, chunk...)
 		st.respBody = nil
@@ -553,7 +562,7 @@ func (st *stream) complete(disconnected bool) {
 	}
 	model, target := st.req.Model, st.req.TargetModel
 	if disconnected {
-		st.logger().V(3).Info("Request ended before its response completed", "endpoint", st.target.HostPort())
+		st.v(3).Info("Request ended before its response completed", "endpoint", st.target.HostPort())
 		return
 	}
 	if !ok {
@@ -568,7 +577,7 @@ func (st *stream) complete(disconnected bool) {
 			st.s.m.NormalizedTPOT(model, target, e2e, u.CompletionTokens)
 		}
 	}
-	st.logger().V(3).Info("Request completed", "endpoint", st.target.HostPort(), "status", st.resp.StatusCode,
+	st.v(3).Info("Request completed", "endpoint", st.target.HostPort(), "status", st.resp.StatusCode,
 		"promptTokens", u.PromptTokens, "completionTokens", u.CompletionTokens, "e2e", e2e)
 }
 

@@ -5,7 +5,7 @@ import "google.golang.org/grpc/mem"
 // Smallest and largest tier, as powers of two.
 const (
 	minTierExp = 8  // 256 B
-	maxTierExp = 20 // 1 MiB; larger buffers are not pooled, as in gRPC
+	maxTierExp = 20 // 1 MiB; larger buffers come from a fallback pool, as in gRPC's default
 )
 
 // Pool is a tiered buffer pool with a tier per power of two from 256 B to

@@ -600,17 +600,17 @@ func (s *Server) handleMetrics(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var only map[string]bool
-	reg := s.gauges
+	reg := s.regs.gauges
 	if names := r.URL.Query()["name[]"]; len(names) > 0 {
 		only = make(map[string]bool, len(names))
 		for _, n := range names {
 			only[n] = true
-			if !gaugeNames[n] {
-				reg = s.reg
+			if otherNames[n] {
+				reg = s.regs.all
 			}
 		}
 	} else {
-		reg = s.reg
+		reg = s.regs.all
 	}
 	mfs, err := reg.Gather()
 	if err != nil {

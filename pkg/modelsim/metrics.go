@@ -2,6 +2,7 @@ package modelsim
 
 import (
 	"strconv"
+	"sync/atomic"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -66,7 +67,9 @@ type stateCollector struct {
 	// gaugesOnly leaves out the counters: the collector of the registry
 	// that answers a name[] request for gauges only.
 	gaugesOnly bool
-	maxLoRA    string
+	// collects counts Collect calls (which registry answered a scrape).
+	collects  atomic.Int64
+	maxLoRA   string
 	cacheInfo []string // label values of vllm:cache_config_info
 
 	waiting, running, kvUsage, gpuUsage, loraInfo, cacheConfig  *prometheus.Desc
@@ -116,6 +119,7 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect implements prometheus.Collector.
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
+	c.collects.Add(1)
 	e := c.e
 	e.mu.Lock()
 	waiting, running := e.waiting.n, len(e.running)
@@ -149,28 +153,33 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	counter(c.preemptions, cnt.preemptions)
 }
 
-// gaugeNames are the families of the gauges registry.
-var gaugeNames = map[string]bool{metricWaiting: true, metricRunning: true, metricKVUsage: true,
-	metricGPUCacheUsage: true, metricLoRAInfo: true, metricCacheConfig: true}
+// otherNames are the families outside the gauges registry.
+var otherNames = map[string]bool{metricPrefixQueries: true, metricPrefixHits: true, metricPromptTokens: true,
+	metricGenTokens: true, metricSuccess: true, metricPreemptions: true, metricTTFT: true, metricE2E: true,
+	metricQueueTime: true, metricInterTokenTime: true}
 
-// newRegistries builds the server's private registries: vLLM exposes only
-// its own metrics, so no Go runtime or process collectors are added. all
-// holds every metric; gauges only the gauges (gaugeNames), which is what
-// a name[] request for load metrics is answered from, so that such a
-// scrape collects no counter or histogram, as client_python's restricted
+// registries are the server's private registries: vLLM exposes only its
+// own metrics, so no Go runtime or process collectors are added. all holds
+// every metric; gauges only the gauges (not otherNames), which is what a
+// name[] request for load metrics is answered from, so that such a scrape
+// collects no counter or histogram, as client_python's restricted
 // registry collects only the collectors of the names asked for.
-func newRegistries(e *engine, m *engineMetrics, labels prometheus.Labels) (all, gauges *prometheus.Registry, err error) {
-	all = prometheus.NewRegistry()
-	for _, c := range []prometheus.Collector{newStateCollector(e, labels), m.ttft, m.e2e, m.queueTime, m.itl} {
-		if err := all.Register(c); err != nil {
-			return nil, nil, err
+type registries struct {
+	all, gauges           *prometheus.Registry
+	allState, gaugesState *stateCollector
+}
+
+func newRegistries(e *engine, m *engineMetrics, labels prometheus.Labels) (*registries, error) {
+	r := &registries{all: prometheus.NewRegistry(), gauges: prometheus.NewRegistry(),
+		allState: newStateCollector(e, labels), gaugesState: newStateCollector(e, labels)}
+	r.gaugesState.gaugesOnly = true
+	for _, c := range []prometheus.Collector{r.allState, m.ttft, m.e2e, m.queueTime, m.itl} {
+		if err := r.all.Register(c); err != nil {
+			return nil, err
 		}
 	}
-	g := newStateCollector(e, labels)
-	g.gaugesOnly = true
-	gauges = prometheus.NewRegistry()
-	if err := gauges.Register(g); err != nil {
-		return nil, nil, err
+	if err := r.gauges.Register(r.gaugesState); err != nil {
+		return nil, err
 	}
-	return all, gauges, nil
+	return r, nil
 }

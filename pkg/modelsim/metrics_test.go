@@ -14,7 +14,7 @@ func TestMetricsLint(t *testing.T) {
 	s, err := New(DefaultConfig())
 	require.NoError(t, err)
 	defer s.Close()
-	mfs, err := s.reg.Gather()
+	mfs, err := s.regs.all.Gather()
 	require.NoError(t, err)
 	problems, err := promlint.NewWithMetricFamilies(mfs).Lint()
 	require.NoError(t, err)

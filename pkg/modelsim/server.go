@@ -91,8 +91,7 @@ type Server struct {
 	log     logr.Logger
 	id      string
 	eng     *engine
-	reg     *prometheus.Registry
-	gauges  *prometheus.Registry // the gauges of reg (newRegistries)
+	regs    *registries
 	handler http.Handler
 	created int64
 
@@ -127,7 +126,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 	labels := prometheus.Labels{"model_name": cfg.Model, "engine": "0"}
 	m := newEngineMetrics(labels)
 	eng := newEngine(cfg, m, o.log)
-	reg, gauges, err := newRegistries(eng, m, labels)
+	regs, err := newRegistries(eng, m, labels)
 	if err != nil {
 		return nil, fmt.Errorf("register metrics: %w", err)
 	}
@@ -136,8 +135,7 @@ func New(cfg Config, opts ...Option) (*Server, error) {
 		log:     o.log,
 		id:      o.id,
 		eng:     eng,
-		reg:     reg,
-		gauges:  gauges,
+		regs:    regs,
 		created: time.Now().Unix(),
 		stop:    make(chan struct{}),
 	}

@@ -864,8 +864,10 @@ func TestServeAndListenAndServe(t *testing.T) {
 // families named, as vLLM's exporter does; unknown names are ignored and
 // no parameter means every family.
 func TestMetricsNameFilter(t *testing.T) {
-	_, url := startServer(t, httpConfig())
+	s, url := startServer(t, httpConfig())
 	all := scrape(t, url)
+	require.Equal(t, int64(1), s.regs.allState.collects.Load())
+
 	resp, body := get(t, url+"/metrics?name%5B%5D="+metricWaiting+"&name[]="+metricKVUsage+"&name[]=no_such_metric&other=1")
 	require.Equal(t, http.StatusOK, resp.StatusCode)
 	p := expfmt.NewTextParser(model.UTF8Validation)
@@ -876,6 +878,8 @@ func TestMetricsNameFilter(t *testing.T) {
 	assert.Contains(t, mfs, metricKVUsage)
 	assert.Greater(t, len(all), 10)
 	assert.Less(t, len(body), 1000, "a few lines instead of every histogram")
+	assert.Equal(t, int64(1), s.regs.allState.collects.Load(), "gauges asked for: the whole registry is not collected")
+	assert.Equal(t, int64(1), s.regs.gaugesState.collects.Load())
 
 	// A counter or histogram named comes from the whole registry.
 	resp, body = get(t, url+"/metrics?name[]="+metricWaiting+"&name[]="+metricTTFT+"&name[]="+metricPromptTokens)
@@ -885,4 +889,15 @@ func TestMetricsNameFilter(t *testing.T) {
 	assert.Len(t, mfs, 3)
 	assert.Contains(t, mfs, metricTTFT)
 	assert.Contains(t, mfs, metricPromptTokens)
+	assert.Equal(t, int64(2), s.regs.allState.collects.Load())
+
+	gauges, err := s.regs.gauges.Gather()
+	require.NoError(t, err)
+	inGauges := map[string]bool{}
+	for _, mf := range gauges {
+		inGauges[mf.GetName()] = true
+	}
+	for name := range all {
+		assert.True(t, inGauges[name] != otherNames[name], "%s: in the gauges registry or otherNames, not both", name)
+	}
 }

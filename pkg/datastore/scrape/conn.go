@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"net"
 	"net/http"
 	"net/url"
@@ -50,10 +51,22 @@ func newScrapeRequest(u *url.URL, insecure bool) *scrapeRequest {
 	b.WriteString("GET ")
 	b.WriteString(u.RequestURI())
 	b.WriteString(" HTTP/1.1\r\nHost: ")
-	b.WriteString(u.Host)
+	b.WriteString(hostHeader(u.Host))
 	b.WriteString("\r\nUser-Agent: switchyard-epp\r\nAccept: text/plain;version=0.0.4;q=1,*/*;q=0.1\r\n\r\n")
 	return &scrapeRequest{url: u.String(), scheme: u.Scheme, hostPort: u.Host, host: u.Hostname(),
 		insecure: insecure && u.Scheme == "https", raw: []byte(b.String())}
+}
+
+// hostHeader is host:port without an IPv6 zone ("[fe80::1%25eth0]:8000"
+// becomes "[fe80::1]:8000"), as net/http sends it: the zone means
+// nothing to the server.
+func hostHeader(hostPort string) string {
+	if i := strings.Index(hostPort, "%"); i >= 0 && strings.HasPrefix(hostPort, "[") {
+		if j := strings.Index(hostPort[i:], "]"); j >= 0 {
+			return hostPort[:i] + hostPort[i+j:]
+		}
+	}
+	return hostPort
 }
 
 // sameConn reports whether a connection made for r serves o.
@@ -65,8 +78,10 @@ func (r *scrapeRequest) sameConn(o *scrapeRequest) bool {
 // are called by the worker's goroutine only. The zero value has no
 // connection.
 type endpointConn struct {
-	c      net.Conn
-	br     *bufio.Reader
+	c  net.Conn
+	br *bufio.Reader
+	// lim is br's source: c, bounded while a response header is read.
+	lim    io.LimitedReader
 	opened *scrapeRequest // the request c was opened for
 	one    [1]byte
 
@@ -133,10 +148,11 @@ func (ec *endpointConn) open(ctx context.Context, req *scrapeRequest, deadline t
 	ec.live = c
 	ec.mu.Unlock()
 	ec.c, ec.opened = c, req
+	ec.lim = io.LimitedReader{R: c, N: math.MaxInt64}
 	if ec.br == nil {
-		ec.br = bufio.NewReaderSize(c, 4<<10)
+		ec.br = bufio.NewReaderSize(&ec.lim, 4<<10)
 	} else {
-		ec.br.Reset(c)
+		ec.br.Reset(&ec.lim)
 	}
 	return nil
 }
@@ -148,14 +164,30 @@ func minTime(a, b time.Time) time.Time {
 	return b
 }
 
-// errStaleConn marks a reused connection the server had closed before it
-// answered (its idle timeout): the request is sent again on a new one.
-var errStaleConn = errors.New("the server closed the kept-alive connection")
+// staleConnError marks a reused connection the server had closed before
+// it answered (its idle timeout): the request is sent again on a new one.
+type staleConnError struct{ err error }
+
+func (e *staleConnError) Error() string {
+	return "the server closed the kept-alive connection: " + e.err.Error()
+}
+
+func (e *staleConnError) Unwrap() error { return e.err }
+
+// maxHeaderBytes bounds a response's status line and headers, as
+// net/http's Transport does (its MaxResponseHeaderBytes, smaller here: a
+// metrics answer has a handful of headers).
+const maxHeaderBytes = 1 << 20
+
+// max1xx bounds the informational answers (100 Continue, 103 Early Hints)
+// skipped before the response.
+const max1xx = 5
 
 // get sends req and returns the response, whose Body must be read by the
 // caller before the next get. A reused connection found closed by the
 // server before any byte of the answer is redialled once, as net/http
-// does for idempotent requests.
+// does for idempotent requests. It never returns a nil response without
+// an error.
 func (ec *endpointConn) get(ctx context.Context, req *scrapeRequest, deadline time.Time) (*http.Response, error) {
 	for attempt := 0; ; attempt++ {
 		reused := ec.c != nil && ec.opened.sameConn(req)
@@ -167,52 +199,89 @@ func (ec *endpointConn) get(ctx context.Context, req *scrapeRequest, deadline ti
 			return resp, nil
 		}
 		ec.close()
-		if errors.Is(err, errStaleConn) {
+		if se, ok := errors.AsType[*staleConnError](err); ok {
 			if reused && attempt == 0 && ctx.Err() == nil {
 				continue
 			}
-			err = errors.Unwrap(err)
+			err = se.err
 		}
 		return nil, err
 	}
 }
 
-// exchange writes the request and reads the response's header.
+// exchange writes the request and reads the response's header, skipping
+// informational answers.
 func (ec *endpointConn) exchange(req *scrapeRequest, deadline time.Time) (*http.Response, error) {
-	if err := ec.c.SetDeadline(deadline); err != nil {
+	// Under mu, so that interrupt's past deadline is never overwritten:
+	// either it came first (dead) or its deadline comes after this one.
+	ec.mu.Lock()
+	if ec.dead {
+		ec.mu.Unlock()
+		return nil, context.Canceled
+	}
+	err := ec.c.SetDeadline(deadline)
+	ec.mu.Unlock()
+	if err != nil {
 		return nil, err
+	}
+	if ec.br.Buffered() > 0 {
+		// Bytes nobody asked for: the connection is out of step.
+		return nil, errors.New("unexpected bytes on the kept-alive connection before the request")
 	}
 	if _, err := ec.c.Write(req.raw); err != nil {
 		if closedByPeer(err) {
-			return nil, fmt.Errorf("%w: %w", errStaleConn, err)
+			return nil, &staleConnError{err: err}
 		}
 		return nil, err
 	}
+	ec.lim.N = maxHeaderBytes
 	if _, err := ec.br.Peek(1); err != nil {
 		if closedByPeer(err) {
-			return nil, fmt.Errorf("%w: %w", errStaleConn, err)
+			return nil, &staleConnError{err: err}
 		}
 		return nil, err
 	}
-	return http.ReadResponse(ec.br, nil)
+	for range max1xx + 1 {
+		resp, err := http.ReadResponse(ec.br, nil)
+		if err != nil {
+			if ec.lim.N <= 0 {
+				return nil, fmt.Errorf("response header exceeds %d bytes", maxHeaderBytes)
+			}
+			return nil, err
+		}
+		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
+			continue // an informational answer; the response follows
+		}
+		ec.lim.N = math.MaxInt64 // the body is bounded by its reader
+		return resp, nil
+	}
+	return nil, fmt.Errorf("more than %d informational (1xx) answers", max1xx)
 }
 
 // closedByPeer reports an error of a connection the other side closed.
 func closedByPeer(err error) bool {
-	return errors.Is(err, io.EOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+	return errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
 }
 
 // finish ends a response after its body was read: the connection is kept
-// only when the body was read to its end and the server keeps it open.
+// only when the body was read to its end, nothing follows it and the
+// server keeps the connection open.
 func (ec *endpointConn) finish(resp *http.Response, bodyOK bool) {
 	if !bodyOK || resp.Close {
 		ec.close()
 		return
 	}
 	// A body read to its end answers EOF again without reading anything.
-	if n, err := resp.Body.Read(ec.one[:]); n != 0 || !errors.Is(err, io.EOF) {
+	if n, err := resp.Body.Read(ec.one[:]); n != 0 || !errors.Is(err, io.EOF) || ec.br.Buffered() > 0 {
 		ec.close()
 	}
+}
+
+// drain reads a small body (a redirect's, say) to its end so the
+// connection can be kept; a larger one closes the connection.
+func (ec *endpointConn) drain(resp *http.Response) {
+	_, err := io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
+	ec.finish(resp, err == nil)
 }
 
 // responseBody is the decoded body: a server may gzip it although the
@@ -223,8 +292,11 @@ func responseBody(resp *http.Response) (io.Reader, error) {
 		return resp.Body, nil
 	case "gzip":
 		zr, err := gzip.NewReader(resp.Body)
-		if err != nil {
-			return nil, fmt.Errorf("%w: gzip body: %v", ErrMalformed, err)
+		switch {
+		case errors.Is(err, gzip.ErrHeader), errors.Is(err, gzip.ErrChecksum):
+			return nil, fmt.Errorf("%w: gzip body: %w", ErrMalformed, err)
+		case err != nil:
+			return nil, fmt.Errorf("read gzip body: %w", err)
 		}
 		return zr, nil
 	default:

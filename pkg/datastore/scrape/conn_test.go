@@ -1,6 +1,7 @@
 package scrape
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"errors"
@@ -12,6 +13,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"strconv"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -146,16 +148,178 @@ func TestResponseEncodingsAndStatuses(t *testing.T) {
 		st, _ := h.store.ScrapeStatus("a")
 		assert.Contains(t, st.LastError, `unsupported Content-Encoding "br"`)
 	})
-	t.Run("redirect", func(t *testing.T) {
+	t.Run("redirect to the same host is followed", func(t *testing.T) {
 		srv := newConnServer(t, func(w http.ResponseWriter, r *http.Request) {
-			http.Redirect(w, r, "/elsewhere", http.StatusFound)
+			if r.URL.Path == "/metrics" {
+				http.Redirect(w, r, "/metrics/?"+r.URL.RawQuery, http.StatusTemporaryRedirect)
+				return
+			}
+			assert.NotEmpty(t, r.URL.Query()[NameFilterParam], "the query survives the redirect")
+			_, _ = io.WriteString(w, fmt.Sprintf(vllmBody, 5))
+		}, nil)
+		h := start(t, 0, defaultConfig(t), Options{}, srv.spec(t, "a"))
+		require.Eventually(t, func() bool {
+			ep, ok := h.store.Snapshot().Lookup("a")
+			return ok && ep.Metrics().WaitingQueueSize == 5 && srv.hits.Load() >= 10
+		}, wait, time.Millisecond)
+		assert.Equal(t, int64(1), srv.conns.Load(), "the redirect's body is drained and the connection kept")
+		assert.Equal(t, 1, h.logs.count("The metrics URL redirects"), "logged once")
+	})
+	t.Run("redirect elsewhere or in a loop is not", func(t *testing.T) {
+		for _, loc := range []string{"http://127.0.0.2:1/metrics", "/metrics"} {
+			srv := newConnServer(t, func(w http.ResponseWriter, r *http.Request) {
+				http.Redirect(w, r, loc, http.StatusFound)
+			}, nil)
+			h := start(t, 0, defaultConfig(t), Options{MaxBackoff: 10 * time.Millisecond}, srv.spec(t, "a"))
+			require.Eventually(t, func() bool { return h.errorsFor(ReasonHTTPStatus) > 0 }, wait, time.Millisecond)
+			st, _ := h.store.ScrapeStatus("a")
+			assert.Contains(t, st.LastError, map[bool]string{true: "not followed", false: "more than 3 redirects"}[loc[0] == 'h'], loc)
+			assert.Empty(t, h.ready())
+		}
+	})
+	t.Run("non-200 closes the connection", func(t *testing.T) {
+		srv := newConnServer(t, func(w http.ResponseWriter, _ *http.Request) {
+			http.Error(w, "no", http.StatusServiceUnavailable)
 		}, nil)
 		h := start(t, 0, defaultConfig(t), Options{MaxBackoff: 10 * time.Millisecond}, srv.spec(t, "a"))
 		require.Eventually(t, func() bool { return srv.hits.Load() >= 3 }, wait, time.Millisecond)
 		assert.Positive(t, h.errorsFor(ReasonHTTPStatus))
-		assert.Empty(t, h.ready())
-		assert.GreaterOrEqual(t, srv.conns.Load(), srv.hits.Load()-1, "each non-200 answer closes the connection")
+		assert.GreaterOrEqual(t, srv.conns.Load(), srv.hits.Load()-1)
 	})
+	t.Run("informational answers are skipped", func(t *testing.T) {
+		srv := newConnServer(t, func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Link", "</style.css>; rel=preload")
+			w.WriteHeader(http.StatusEarlyHints)
+			_, _ = io.WriteString(w, fmt.Sprintf(vllmBody, 6))
+		}, nil)
+		h := start(t, 0, defaultConfig(t), Options{}, srv.spec(t, "a"))
+		require.Eventually(t, func() bool {
+			ep, ok := h.store.Snapshot().Lookup("a")
+			return ok && ep.Metrics().WaitingQueueSize == 6
+		}, wait, time.Millisecond)
+	})
+}
+
+// rawServer answers every connection with fn.
+func rawServer(t *testing.T, fn func(net.Conn)) datastore.EndpointSpec {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	require.NoError(t, err)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := lis.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				fn(c)
+			}()
+		}
+	}()
+	t.Cleanup(func() {
+		_ = lis.Close()
+		<-done
+	})
+	addr := lis.Addr().(*net.TCPAddr)
+	return datastore.EndpointSpec{Name: "a", Address: addr.IP.String(), Port: addr.Port}
+}
+
+// readRequest reads one request's header from c.
+func readRequest(c net.Conn, br *bufio.Reader) bool {
+	_ = c.SetReadDeadline(time.Now().Add(5 * time.Second))
+	_, err := http.ReadRequest(br)
+	return err == nil
+}
+
+// TestMisbehavingServers: a server that closes every connection at once,
+// one whose header never ends, and one that sends more than its
+// Content-Length each fail cleanly (the process keeps serving) or are
+// read without reusing a connection out of step.
+func TestMisbehavingServers(t *testing.T) {
+	t.Run("accepts and closes", func(t *testing.T) {
+		spec := rawServer(t, func(net.Conn) {})
+		h := start(t, 0, defaultConfig(t), Options{MaxBackoff: 10 * time.Millisecond}, spec)
+		require.Eventually(t, func() bool { return h.errorsFor(ReasonConnect) >= 3 }, wait, time.Millisecond)
+		assert.Empty(t, h.ready())
+	})
+	t.Run("endless header", func(t *testing.T) {
+		spec := rawServer(t, func(c net.Conn) {
+			if !readRequest(c, bufio.NewReader(c)) {
+				return
+			}
+			_, _ = io.WriteString(c, "HTTP/1.1 200 OK\r\n")
+			line := []byte("X-Padding: " + strings.Repeat("x", 1000) + "\r\n")
+			for range maxHeaderBytes/len(line) + 10 {
+				if _, err := c.Write(line); err != nil {
+					return
+				}
+			}
+		})
+		h := start(t, 0, defaultConfig(t), Options{}, spec)
+		require.Eventually(t, func() bool { return h.errorsFor(ReasonConnect) > 0 }, wait, time.Millisecond)
+		st, _ := h.store.ScrapeStatus("a")
+		assert.Contains(t, st.LastError, "response header exceeds 1048576 bytes")
+	})
+	t.Run("more than its Content-Length", func(t *testing.T) {
+		var conns atomic.Int64
+		body := fmt.Sprintf(vllmBody, 4)
+		spec := rawServer(t, func(c net.Conn) {
+			conns.Add(1)
+			br := bufio.NewReader(c)
+			for readRequest(c, br) {
+				if _, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%sGARBAGE", len(body), body); err != nil {
+					return
+				}
+			}
+		})
+		h := start(t, 0, defaultConfig(t), Options{}, spec)
+		require.Eventually(t, func() bool { return conns.Load() >= 5 }, wait, time.Millisecond)
+		for _, r := range reasons {
+			assert.Zero(t, h.errorsFor(r), r)
+		}
+		assert.Equal(t, []string{"a"}, h.ready())
+	})
+}
+
+// TestNameFilterAnsweredEmpty: a server that answers the name-filtered
+// request without the families its whole body has (client_python's
+// restricted registry with a multiprocess collector) is asked again whole
+// in the same scrape, and whole from then on.
+func TestNameFilterAnsweredEmpty(t *testing.T) {
+	var filtered, whole atomic.Int64
+	srv := newConnServer(t, func(w http.ResponseWriter, r *http.Request) {
+		if len(r.URL.Query()[NameFilterParam]) > 0 {
+			filtered.Add(1)
+			return // 200, empty body
+		}
+		whole.Add(1)
+		_, _ = io.WriteString(w, fmt.Sprintf(vllmBody, 8))
+	}, nil)
+	h := start(t, 0, defaultConfig(t), Options{}, srv.spec(t, "a"))
+	require.Eventually(t, func() bool { return whole.Load() >= 10 }, wait, time.Millisecond)
+	assert.Equal(t, []string{"a"}, h.ready())
+	ep, _ := h.store.Snapshot().Lookup("a")
+	assert.Equal(t, 8, ep.Metrics().WaitingQueueSize)
+	assert.Equal(t, int64(1), filtered.Load(), "asked filtered once")
+	for _, r := range reasons {
+		assert.Zero(t, h.errorsFor(r), r)
+	}
+	assert.Equal(t, 1, h.logs.count("scraping its whole /metrics from now on"))
+}
+
+func TestHostHeader(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:8000":        "127.0.0.1:8000",
+		"[::1]:8000":            "[::1]:8000",
+		"[fe80::1%25eth0]:8000": "[fe80::1]:8000",
+		"vllm.default.svc:8000": "vllm.default.svc:8000",
+		"[fe80::1%25eth0]":      "[fe80::1]",
+	} {
+		assert.Equal(t, want, hostHeader(in), in)
+	}
 }
 
 // BenchmarkScrape is one scrape of a name-filtered vLLM body over the

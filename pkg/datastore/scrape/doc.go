@@ -29,9 +29,15 @@
 // name[] query parameter per family the mapping reads, which Prometheus
 // client_python (vLLM, SGLang, trtllm-serve) honours with a body of a few
 // lines instead of every histogram; a server that ignores it is read as
-// before. Only the lines of those families are parsed, and a scrape whose
-// lines are byte for byte those of the endpoint's last scrape returns the
-// last answer without parsing (an idle server's gauges do not move).
+// before. A server that answers the filtered request without the
+// mapping's metrics, or without one of its load metrics, although its
+// whole body has them (client_python with a multiprocess collector, as
+// SGLang and multi-process vLLM run, restricts to nothing) is asked again
+// whole in the same scrape, and whole from then on, until its target or
+// the configuration changes; this is logged once. Only the lines of those
+// families are parsed, and a scrape whose lines are byte for byte those of
+// the endpoint's last scrape returns the last answer without parsing (an
+// idle server's gauges do not move).
 //
 // Each worker keeps one HTTP/1.1 connection to its endpoint open (TLS with
 // the https scheme, verification as insecureSkipVerify says) and writes
@@ -39,11 +45,14 @@
 // request and response parsing but not its Transport, whose hand-offs
 // between goroutines cost as much as the scrape. A connection the server
 // closed while it sat idle is redialled once without counting a failure;
-// one whose answer was not a 200 or not read to its end is closed. The
-// request asks for no compression (a gzipped answer is read all the same);
-// redirects are not followed: a 3xx is an http_status failure, so the
-// metrics path must be the one that answers. No proxy is used.
-//
+// one whose answer was not a 200, was not read to its end or was followed
+// by stray bytes is closed. Response headers are bounded (1 MiB),
+// informational (1xx) answers skipped. The request asks for no compression
+// (a gzipped answer is read all the same) and says User-Agent:
+// switchyard-epp. Redirects to the same scheme, host and port are followed
+// (up to 3, logged once: the metrics path should be the target), others
+// are an http_status failure. No proxy is used.
+
 // Run also runs the store's publisher (Store.RunPublisher) with a gap of a
 // fifth of the interval, so every result reaches the request path within
 // one interval, and a whole round of scrapes is published a few times, not

@@ -76,7 +76,7 @@ func FuzzParseMetrics(f *testing.F) {
 		// Remembering the last parse changes no answer: after another
 		// body, and again for the same body (the remembered one).
 		var last lastParse
-		last.reset("k")
+		last.reset(lastParseKey{engine: "k"})
 		_, _ = parseMetrics(strings.NewReader(seedVLLM), m, &last)
 		for round := range 2 {
 			got, gotErr := parseMetrics(bytes.NewReader(body), m, &last)

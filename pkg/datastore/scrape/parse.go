@@ -229,7 +229,7 @@ func ParseMetrics(r io.Reader, m coremetrics.EngineMapping) (met scheduling.Metr
 type lastParse struct {
 	// key identifies the mapping the text was parsed with (the scraper's
 	// configuration and the engine); a different key never matches.
-	key   any
+	key   lastParseKey
 	valid bool
 	text  []byte
 	met   scheduling.Metrics
@@ -275,13 +275,14 @@ func parseMetrics(r io.Reader, m coremetrics.EngineMapping, last *lastParse) (me
 	return met, err
 }
 
-// remember records a parse; a nil last or an oversized text records
-// nothing (and forgets the previous parse).
+// remember records a parse; a nil last records nothing. An oversized text
+// or a malformed one (its error names lines of the body, which other lines
+// may move) forgets the previous parse instead.
 func (last *lastParse) remember(text []byte, met scheduling.Metrics, err error) {
 	if last == nil {
 		return
 	}
-	if len(text) > maxRememberedText {
+	if len(text) > maxRememberedText || errors.Is(err, ErrMalformed) {
 		*last = lastParse{key: last.key}
 		return
 	}
@@ -290,7 +291,7 @@ func (last *lastParse) remember(text []byte, met scheduling.Metrics, err error) 
 }
 
 // reset forgets the last parse unless it was made with key.
-func (last *lastParse) reset(key any) {
+func (last *lastParse) reset(key lastParseKey) {
 	if last.key != key {
 		*last = lastParse{key: key}
 	}

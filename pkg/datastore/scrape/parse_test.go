@@ -454,7 +454,7 @@ func TestParseMetricsRemembersUnchangedText(t *testing.T) {
 			"\nvllm:num_requests_running 2\nvllm:kv_cache_usage_perc 0.5\n# TYPE vllm:prompt_tokens_total counter\nvllm:prompt_tokens_total " + other + "\n"
 	}
 	var last lastParse
-	last.reset("a")
+	last.reset(lastParseKey{engine: "a"})
 	met, err := parseMetrics(strings.NewReader(body(3, "100")), m, &last)
 	var pe *PartialError
 	require.ErrorAs(t, err, &pe, "no LoRA or cache info: a partial read")
@@ -470,16 +470,23 @@ func TestParseMetricsRemembersUnchangedText(t *testing.T) {
 	assert.Equal(t, 4, met.WaitingQueueSize, "a wanted line changed: parsed again")
 
 	last.met.WaitingQueueSize = 777
-	last.reset("b")
+	last.reset(lastParseKey{engine: "b"})
 	met, _ = parseMetrics(strings.NewReader(body(4, "250")), m, &last)
 	assert.Equal(t, 4, met.WaitingQueueSize, "another key (configuration or engine) forgets the last parse")
 
-	// Errors are remembered too, and a failed read is never compared.
+	// Other errors are remembered too; a malformed text is not (its
+	// error names lines of the body), and a failed read is never compared.
+	noLoad := "vllm:num_requests_waiting NaN\nvllm:num_requests_running 1\nvllm:kv_cache_usage_perc 0.1\n"
+	_, err = parseMetrics(strings.NewReader(noLoad), m, &last)
+	var lu *LoadUnknownError
+	require.ErrorAs(t, err, &lu)
+	assert.True(t, last.valid)
+	_, err2 := parseMetrics(strings.NewReader(noLoad), m, &last)
+	assert.Same(t, err, err2, "the remembered error")
 	bad := "vllm:num_requests_waiting{x=\"1\" 3\n"
 	_, err = parseMetrics(strings.NewReader(bad), m, &last)
 	require.ErrorIs(t, err, ErrMalformed)
-	_, err2 := parseMetrics(strings.NewReader(bad), m, &last)
-	assert.Equal(t, err, err2)
+	assert.False(t, last.valid)
 	_, err = parseMetrics(iotest.ErrReader(errors.New("reset by peer")), m, &last)
 	assert.ErrorContains(t, err, "reset by peer")
 

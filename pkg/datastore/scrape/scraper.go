@@ -1,6 +1,7 @@
 package scrape
 
 import (
+	"compress/gzip"
 	"context"
 	"errors"
 	"fmt"
@@ -309,13 +310,20 @@ type worker struct {
 	urlTarget *datastore.ScrapeTarget
 	urlCfg    *resolved
 	urlEngine string
-	req       *scrapeRequest
+	// whole asks for the whole body, filtered (nil without the name
+	// filter) for the mapping's families; wholeBody is set when the
+	// endpoint answered the filtered request without the families that
+	// its whole body has (client_python in multiprocess mode).
+	whole, filtered *scrapeRequest
+	wholeBody       bool
 
 	// conn is the worker's connection to its endpoint (conn.go).
 	conn endpointConn
 
 	// last is the last parse, reused while the wanted lines do not change.
 	last lastParse
+	// warnedRedirect: the redirect of the metrics URL was logged.
+	warnedRedirect bool
 
 	// failures counts consecutive scrapes that failed or left the load
 	// unknown; it sets the back-off.
@@ -434,7 +442,8 @@ func (w *worker) mapping(cfg *resolved, t *datastore.ScrapeTarget) coremetrics.E
 
 // request is the endpoint's metrics request; with the source's nameFilter it
 // asks for only the families m reads (name[]=… per family, sorted, as
-// Prometheus client_python's exposition understands it).
+// Prometheus client_python's exposition understands it), unless the
+// endpoint answered such a request without them (w.wholeBody).
 func (w *worker) request(cfg *resolved, t *datastore.ScrapeTarget, m *coremetrics.EngineMapping) *scrapeRequest {
 	if w.urlTarget != t || w.urlCfg != cfg || w.urlEngine != m.Name {
 		path := t.Spec.MetricsPath
@@ -442,14 +451,22 @@ func (w *worker) request(cfg *resolved, t *datastore.ScrapeTarget, m *coremetric
 			path = cfg.path
 		}
 		u := url.URL{Scheme: cfg.scheme, Host: t.Spec.MetricsHostPort(), Path: path}
+		w.whole = newScrapeRequest(&u, cfg.insecure)
+		w.filtered = nil
 		if cfg.nameFilter {
 			if names := WantedFamilies(m); len(names) > 0 {
 				u.RawQuery = url.Values{NameFilterParam: names}.Encode()
+				w.filtered = newScrapeRequest(&u, cfg.insecure)
 			}
 		}
-		w.req, w.urlTarget, w.urlCfg, w.urlEngine = newScrapeRequest(&u, cfg.insecure), t, cfg, m.Name
+		// A new target, configuration or engine asks with the filter
+		// again.
+		w.urlTarget, w.urlCfg, w.urlEngine, w.wholeBody = t, cfg, m.Name, false
 	}
-	return w.req
+	if w.filtered != nil && !w.wholeBody {
+		return w.filtered
+	}
+	return w.whole
 }
 
 // lastParseKey identifies the mapping a lastParse was made with.
@@ -554,16 +571,77 @@ func (w *worker) logTransition(target string, state scrapeState, reason string, 
 var errBodyTooLarge = errors.New("metrics body too large")
 
 // statusError is a non-200 answer.
-type statusError struct{ code int }
-
-func (e *statusError) Error() string {
-	return fmt.Sprintf("unexpected HTTP status %d %s", e.code, http.StatusText(e.code))
+type statusError struct {
+	code   int
+	detail string // why a redirect was not followed
 }
 
+func (e *statusError) Error() string {
+	msg := fmt.Sprintf("unexpected HTTP status %d %s", e.code, http.StatusText(e.code))
+	if e.detail != "" {
+		msg += ": " + e.detail
+	}
+	return msg
+}
+
+// maxRedirects bounds the redirects followed in one scrape.
+const maxRedirects = 3
+
 // fetch gets and parses one endpoint's metrics over the worker's
-// connection.
+// connection. A filtered request answered without the families the
+// mapping reads is asked again whole, and the worker keeps asking whole
+// (see worker.request).
 func (s *Scraper) fetch(ctx context.Context, w *worker, req *scrapeRequest, m coremetrics.EngineMapping) (scheduling.Metrics, error) {
-	resp, err := w.conn.get(ctx, req, time.Now().Add(s.opts.Timeout))
+	deadline := time.Now().Add(s.opts.Timeout)
+	met, err := s.fetchOnce(ctx, w, req, m, deadline)
+	if req != w.filtered || req == nil || !missingFamilies(err) || ctx.Err() != nil {
+		return met, err
+	}
+	wmet, werr := s.fetchOnce(ctx, w, w.whole, m, deadline)
+	if !missingFamilies(werr) {
+		w.wholeBody = true
+		w.log.Info("The model server answers a name[]-filtered /metrics without metrics its whole /metrics has (Prometheus client_python in multiprocess mode does); scraping its whole /metrics from now on",
+			"url", w.whole.url, "filteredError", err.Error())
+	}
+	return wmet, werr
+}
+
+// missingFamilies reports an answer without the mapping's metrics, or
+// without one of its load metrics.
+func missingFamilies(err error) bool {
+	if errors.Is(err, ErrNoMetrics) {
+		return true
+	}
+	if lu, ok := errors.AsType[*LoadUnknownError](err); ok {
+		for _, p := range lu.Problems {
+			if p.Kind == ProblemAbsent {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// fetchOnce is one request, following redirects to the same scheme, host
+// and port (up to maxRedirects), as GIE's HTTP client follows them.
+func (s *Scraper) fetchOnce(ctx context.Context, w *worker, req *scrapeRequest, m coremetrics.EngineMapping, deadline time.Time) (scheduling.Metrics, error) {
+	resp, err := w.conn.get(ctx, req, deadline)
+	for redirects := 0; err == nil && isRedirect(resp.StatusCode); redirects++ {
+		next, why := redirectTarget(req, resp)
+		w.conn.drain(resp)
+		if why == "" && redirects == maxRedirects {
+			why = fmt.Sprintf("more than %d redirects", maxRedirects)
+		}
+		if why != "" {
+			return scheduling.Metrics{}, &statusError{code: resp.StatusCode, detail: why}
+		}
+		if !w.warnedRedirect {
+			w.warnedRedirect = true
+			w.log.Info("The metrics URL redirects; set the metrics path to the target to save a request per scrape", "url", req.url, "location", next.url)
+		}
+		req = next
+		resp, err = w.conn.get(ctx, req, deadline)
+	}
 	if err != nil {
 		return scheduling.Metrics{}, err
 	}
@@ -587,6 +665,36 @@ func (s *Scraper) fetch(ctx context.Context, w *worker, req *scrapeRequest, m co
 	return met, err
 }
 
+func isRedirect(code int) bool {
+	switch code {
+	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
+		return true
+	}
+	return false
+}
+
+// redirectTarget is the request a redirect points to, or why it is not
+// followed.
+func redirectTarget(req *scrapeRequest, resp *http.Response) (*scrapeRequest, string) {
+	loc := resp.Header.Get("Location")
+	if loc == "" {
+		return nil, "redirect without a Location"
+	}
+	base, err := url.Parse(req.url)
+	if err != nil {
+		return nil, "bad request URL"
+	}
+	u, err := base.Parse(loc)
+	if err != nil {
+		return nil, fmt.Sprintf("bad Location %q", loc)
+	}
+	if u.Scheme != base.Scheme || u.Host != base.Host {
+		return nil, fmt.Sprintf("redirect to %s not followed: only redirects to the same scheme, host and port are; set the metrics scheme and port", u.Redacted())
+	}
+	u.Fragment = ""
+	return newScrapeRequest(u, req.insecure), ""
+}
+
 // classify maps a scrape error to a reason label.
 func classify(err error) string {
 	var se *statusError
@@ -600,7 +708,7 @@ func classify(err error) string {
 		return ReasonTimeout
 	case errors.Is(err, ErrNoMetrics):
 		return ReasonMissingMetrics
-	case errors.Is(err, ErrMalformed):
+	case errors.Is(err, ErrMalformed), errors.Is(err, gzip.ErrChecksum), errors.Is(err, gzip.ErrHeader):
 		return ReasonParse
 	}
 	return ReasonConnect

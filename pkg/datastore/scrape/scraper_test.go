@@ -1,6 +1,7 @@
 package scrape
 
 import (
+	"compress/gzip"
 	"context"
 	"fmt"
 	"io"
@@ -656,10 +657,13 @@ func TestClassify(t *testing.T) {
 		{fmt.Errorf("%w: x", ErrNoMetrics), ReasonMissingMetrics},
 		{fmt.Errorf("%w: x", ErrMalformed), ReasonParse},
 		{os.ErrNotExist, ReasonConnect},
+		{fmt.Errorf("read metrics: %w", gzip.ErrChecksum), ReasonParse},
+		{fmt.Errorf("read gzip body: %w", os.ErrDeadlineExceeded), ReasonTimeout},
 	} {
 		assert.Equal(t, tt.want, classify(tt.err), "%v", tt.err)
 	}
 	assert.Equal(t, "unexpected HTTP status 503 Service Unavailable", (&statusError{code: 503}).Error())
+	assert.Equal(t, "unexpected HTTP status 302 Found: why", (&statusError{code: 302, detail: "why"}).Error())
 }
 
 // vllmLoad is a vLLM /metrics body with these load values (as written in
