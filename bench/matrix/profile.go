@@ -32,7 +32,9 @@ func newProfiler(t *testing.T, dir string) *profiler {
 	_, _ = rand.Read(b[:])
 	p := &profiler{dir: dir, token: hex.EncodeToString(b[:])}
 	tok := filepath.Join(t.TempDir(), "metrics-token")
-	must(t, os.WriteFile(tok, []byte(p.token), 0o600))
+	if err := os.WriteFile(tok, []byte(p.token), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	p.args = []string{"--enable-pprof", "--metrics-endpoint-auth=false", "--metrics-token-file", tok}
 	return p
 }
