@@ -55,13 +55,7 @@ func newConnServer(t *testing.T, h http.HandlerFunc, configure func(*http.Server
 
 func (cs *connServer) spec(t *testing.T, name string) datastore.EndpointSpec {
 	t.Helper()
-	u, err := url.Parse(cs.URL)
-	require.NoError(t, err)
-	host, port, err := net.SplitHostPort(u.Host)
-	require.NoError(t, err)
-	p, err := strconv.Atoi(port)
-	require.NoError(t, err)
-	return datastore.EndpointSpec{Name: name, Address: host, Port: p}
+	return specOf(t, cs.Server, name)
 }
 
 // TestConnectionReuse: a worker scrapes over one kept-alive connection,
