@@ -1,6 +1,8 @@
 package requests
 
 import (
+	"unsafe"
+
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/switchyard-ai/switchyard/pkg/scheduling"
@@ -162,9 +164,12 @@ func (r *renderer) finish(p *scheduling.Prompt) {
 	if n == 0 {
 		return
 	}
-	// One copy of the rendering as a string: every Content and every
-	// uncommon Role is a substring of it.
-	all := string(r.text)
+	// The rendering as a string without copying it (a 200 KB prompt would
+	// cost another 200 KB): every Content and every uncommon Role is a
+	// substring of it. Safe because r.text is never written again: the
+	// renderer ends here and Prompt.Text is read-only (an append by a
+	// plugin would write past len, outside every substring).
+	all := unsafe.String(unsafe.SliceData(r.text), len(r.text))
 	msgs := make([]scheduling.Message, 0, n)
 	for _, e := range r.entries {
 		if !e.message {
