@@ -189,9 +189,9 @@ const queuedRequestOverhead = 16 << 10
 // parsed from it and its headers. The prompt is counted only where it is
 // a copy: a completions/embeddings prompt that is one unescaped string is
 // a sub-slice of the body (pkg/requests, "Aliasing and copies"), already
-// counted; a chat rendering is one buffer plus one string copy of it that
-// backs every Message.Content. This, not the body's length alone as in
-// GIE, is counted against flowControl.maxBytes.
+// counted; a chat rendering is one buffer, which every Message.Content is
+// a substring of. This, not the body's length alone as in GIE, is counted
+// against flowControl.maxBytes.
 func (st *stream) heldBytes() uint64 {
 	n := cap(st.body) + queuedRequestOverhead
 	if r := st.req; r != nil {
@@ -204,15 +204,14 @@ func (st *stream) heldBytes() uint64 {
 }
 
 // ownedBytes is what p holds beyond body: Text unless it aliases body,
-// the string copy of a chat rendering (every Content is a substring of
-// it), the Messages slice and CacheSalt.
+// the Messages slice (every Content is a substring of Text) and CacheSalt.
 func ownedBytes(p *scheduling.Prompt, body []byte) int {
 	n := len(p.CacheSalt)
 	if !aliases(p.Text, body) {
 		n += cap(p.Text)
 	}
 	if len(p.Messages) > 0 {
-		n += len(p.Text) + cap(p.Messages)*int(unsafe.Sizeof(scheduling.Message{}))
+		n += cap(p.Messages) * int(unsafe.Sizeof(scheduling.Message{}))
 	}
 	return n
 }

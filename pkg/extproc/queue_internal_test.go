@@ -38,9 +38,9 @@ func TestHeldBytesCountsCopiesOnce(t *testing.T) {
 			`{"model":"m","prompt":["` + long + `","y"]}`, func(p *scheduling.Prompt) int { return cap(p.Text) }},
 		{"cache salt is a copy", requests.APICompletions,
 			`{"model":"m","prompt":"` + long + `","cache_salt":"salty"}`, func(*scheduling.Prompt) int { return len("salty") }},
-		{"chat rendering and its string copy", requests.APIChatCompletions,
+		{"chat rendering, which the messages are substrings of", requests.APIChatCompletions,
 			`{"model":"m","messages":[{"role":"user","content":"` + long + `"},{"role":"assistant","content":"ok"}]}`,
-			func(p *scheduling.Prompt) int { return cap(p.Text) + len(p.Text) + cap(p.Messages)*msgSize }},
+			func(p *scheduling.Prompt) int { return cap(p.Text) + cap(p.Messages)*msgSize }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			b := append(make([]byte, 0, 2048), tc.body...)

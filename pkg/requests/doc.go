@@ -116,8 +116,8 @@
 //     use. A string with escapes, several strings, or token ids are
 //     decoded into one new buffer.
 //   - conversations: Text is one new buffer holding the rendering (one
-//     copy of the text), and one string copy of it backs every
-//     Message.Content (and uncommon roles) as substrings.
+//     copy of the text); every Message.Content (and uncommon role) is a
+//     substring of it, without another copy.
 //
 // Text and Messages are read-only, as scheduling.Prompt says.
 //

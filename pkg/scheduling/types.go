@@ -153,7 +153,8 @@ func (k AttributeKey[T]) Get(e *Endpoint) (T, bool) {
 // extracted it.
 type Prompt struct {
 	// Text is the byte sequence prefix-cache plugins hash: the prompt of a
-	// completion, or a canonical rendering of chat messages. Read-only.
+	// completion, or a canonical rendering of chat messages. Read-only:
+	// the Messages' strings alias it, so writing into it would change them.
 	Text []byte
 	// Messages are the chat messages, when the request is a chat.
 	Messages []Message

@@ -86,8 +86,8 @@ type endpointConn struct {
 	one    [1]byte
 
 	// mu guards live and dead, which interrupt uses from another
-	// goroutine; it is taken when a connection opens or closes, not per
-	// scrape.
+	// goroutine; it is taken when a connection opens or closes and around
+	// each exchange's SetDeadline (uncontended but for interrupt).
 	mu   sync.Mutex
 	live net.Conn
 	dead bool
@@ -194,7 +194,7 @@ func (ec *endpointConn) get(ctx context.Context, req *scrapeRequest, deadline ti
 		if err := ec.open(ctx, req, deadline); err != nil {
 			return nil, err
 		}
-		resp, err := ec.exchange(req, deadline)
+		resp, err := ec.exchange(req, deadline, reused)
 		if err == nil {
 			return resp, nil
 		}
@@ -211,7 +211,11 @@ func (ec *endpointConn) get(ctx context.Context, req *scrapeRequest, deadline ti
 
 // exchange writes the request and reads the response's header, skipping
 // informational answers.
-func (ec *endpointConn) exchange(req *scrapeRequest, deadline time.Time) (*http.Response, error) {
+//
+// On a reused connection, a 408 or an answer that is not HTTP is taken as
+// the server's goodbye to an idle connection (some send a 408 before
+// closing it; late stray bytes read as garbage) and retried on a new one.
+func (ec *endpointConn) exchange(req *scrapeRequest, deadline time.Time, reused bool) (*http.Response, error) {
 	// Under mu, so that interrupt's past deadline is never overwritten:
 	// either it came first (dead) or its deadline comes after this one.
 	ec.mu.Lock()
@@ -225,8 +229,8 @@ func (ec *endpointConn) exchange(req *scrapeRequest, deadline time.Time) (*http.
 		return nil, err
 	}
 	if ec.br.Buffered() > 0 {
-		// Bytes nobody asked for: the connection is out of step.
-		return nil, errors.New("unexpected bytes on the kept-alive connection before the request")
+		// A safety net: finish closes a connection with bytes left.
+		return nil, &staleConnError{err: errors.New("unexpected bytes on the kept-alive connection before the request")}
 	}
 	if _, err := ec.c.Write(req.raw); err != nil {
 		if closedByPeer(err) {
@@ -247,7 +251,13 @@ func (ec *endpointConn) exchange(req *scrapeRequest, deadline time.Time) (*http.
 			if ec.lim.N <= 0 {
 				return nil, fmt.Errorf("response header exceeds %d bytes", maxHeaderBytes)
 			}
+			if reused {
+				return nil, &staleConnError{err: err}
+			}
 			return nil, err
+		}
+		if reused && resp.StatusCode == http.StatusRequestTimeout {
+			return nil, &staleConnError{err: errors.New("408 Request Timeout on a kept-alive connection")}
 		}
 		if resp.StatusCode >= 100 && resp.StatusCode < 200 && resp.StatusCode != http.StatusSwitchingProtocols {
 			continue // an informational answer; the response follows
@@ -280,6 +290,10 @@ func (ec *endpointConn) finish(resp *http.Response, bodyOK bool) {
 // drain reads a small body (a redirect's, say) to its end so the
 // connection can be kept; a larger one closes the connection.
 func (ec *endpointConn) drain(resp *http.Response) {
+	if resp.Close {
+		ec.close()
+		return
+	}
 	_, err := io.Copy(io.Discard, io.LimitReader(resp.Body, 4<<10))
 	ec.finish(resp, err == nil)
 }

@@ -304,6 +304,87 @@ func TestNameFilterAnsweredEmpty(t *testing.T) {
 	assert.Equal(t, 1, h.logs.count("scraping its whole /metrics from now on"))
 }
 
+// TestNameFilterFallbackIsRemembered: the fallback to the whole body
+// survives store changes that leave the endpoint's target as it was, and
+// is not taken when the whole request fails too.
+func TestNameFilterFallbackIsRemembered(t *testing.T) {
+	t.Run("survives an unrelated store change", func(t *testing.T) {
+		var filtered, whole atomic.Int64
+		srv := newConnServer(t, func(w http.ResponseWriter, r *http.Request) {
+			if len(r.URL.Query()[NameFilterParam]) > 0 {
+				filtered.Add(1)
+				return
+			}
+			whole.Add(1)
+			_, _ = io.WriteString(w, fmt.Sprintf(vllmBody, 8))
+		}, nil)
+		other := newMetricsServer(t, fmt.Sprintf(vllmBody, 1))
+		a := srv.spec(t, "a")
+		h := start(t, 0, defaultConfig(t), Options{}, a)
+		require.Eventually(t, func() bool { return whole.Load() >= 5 }, wait, time.Millisecond)
+		require.NoError(t, h.store.Replace([]datastore.EndpointSpec{a, other.spec(t, "b")}))
+		require.Eventually(t, func() bool { return len(h.ready()) == 2 }, wait, time.Millisecond)
+		n := whole.Load()
+		require.Eventually(t, func() bool { return whole.Load() >= n+5 }, wait, time.Millisecond)
+		assert.Equal(t, int64(1), filtered.Load(), "the store change did not reset the fallback")
+		assert.Equal(t, 1, h.logs.count("scraping its whole /metrics from now on"))
+	})
+	t.Run("not taken when the whole request fails", func(t *testing.T) {
+		var filtered atomic.Int64
+		srv := newConnServer(t, func(w http.ResponseWriter, r *http.Request) {
+			if len(r.URL.Query()[NameFilterParam]) > 0 {
+				filtered.Add(1)
+				return
+			}
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+		}, nil)
+		h := start(t, 0, defaultConfig(t), Options{MaxBackoff: 10 * time.Millisecond}, srv.spec(t, "a"))
+		require.Eventually(t, func() bool { return filtered.Load() >= 5 }, wait, time.Millisecond, "still asked filtered")
+		assert.Zero(t, h.logs.count("scraping its whole /metrics from now on"))
+	})
+}
+
+// TestLargeBodiesOnOneConnection: bodies larger than the header bound are
+// read whole, scrape after scrape, on one connection.
+func TestLargeBodiesOnOneConnection(t *testing.T) {
+	body := fmt.Sprintf(vllmBody, 3) + strings.Repeat("# padding "+strings.Repeat("x", 1000)+"\n", 2100)
+	srv := newConnServer(t, func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, body) }, nil)
+	h := start(t, 0, defaultConfig(t), Options{}, srv.spec(t, "a"))
+	require.Eventually(t, func() bool { return srv.hits.Load() >= 4 }, wait, time.Millisecond)
+	for _, r := range reasons {
+		assert.Zero(t, h.errorsFor(r), r)
+	}
+	assert.Equal(t, int64(1), srv.conns.Load())
+	assert.Equal(t, []string{"a"}, h.ready())
+}
+
+// TestRequestTimeoutOnKeptAliveConnection: a server that answers a
+// kept-alive connection's next request with 408 and closes it (as some do
+// with idle connections) costs a new connection, not a failed scrape.
+func TestRequestTimeoutOnKeptAliveConnection(t *testing.T) {
+	var conns atomic.Int64
+	body := fmt.Sprintf(vllmBody, 4)
+	spec := rawServer(t, func(c net.Conn) {
+		conns.Add(1)
+		br := bufio.NewReader(c)
+		if !readRequest(c, br) {
+			return
+		}
+		if _, err := fmt.Fprintf(c, "HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n%s", len(body), body); err != nil {
+			return
+		}
+		if readRequest(c, br) {
+			_, _ = io.WriteString(c, "HTTP/1.1 408 Request Timeout\r\nConnection: close\r\nContent-Length: 0\r\n\r\n")
+		}
+	})
+	h := start(t, 0, defaultConfig(t), Options{}, spec)
+	require.Eventually(t, func() bool { return conns.Load() >= 5 }, wait, time.Millisecond)
+	for _, r := range reasons {
+		assert.Zero(t, h.errorsFor(r), r)
+	}
+	assert.Equal(t, []string{"a"}, h.ready())
+}
+
 func TestHostHeader(t *testing.T) {
 	for in, want := range map[string]string{
 		"127.0.0.1:8000":        "127.0.0.1:8000",

@@ -52,7 +52,7 @@
 // switchyard-epp. Redirects to the same scheme, host and port are followed
 // (up to 3, logged once: the metrics path should be the target), others
 // are an http_status failure. No proxy is used.
-
+//
 // Run also runs the store's publisher (Store.RunPublisher) with a gap of a
 // fifth of the interval, so every result reaches the request path within
 // one interval, and a whole round of scrapes is published a few times, not
@@ -60,8 +60,11 @@
 //
 // # Failures
 //
-// A failed scrape — timeout, connection refused or broken, a status other
-// than 200, an oversized or malformed body, or no metric of the mapping
+// A failed scrape — timeout, connection refused or broken (connect, which
+// also counts an answer that is not HTTP: a malformed status line or
+// header, a header over 1 MiB, more than 5 informational answers), a
+// status other than 200, an oversized or malformed body, or no metric of
+// the mapping
 // present — is reported to the store, which marks the endpoint stale at
 // the next publish. Each failure increments
 // switchyard_scrape_errors_total{reason}; logs are written only on

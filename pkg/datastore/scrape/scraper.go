@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -305,11 +306,9 @@ type worker struct {
 	// reset (capacity 1) asks the goroutine to leave its back-off.
 	reset chan struct{}
 
-	// URL cache: rebuilt when the target, configuration or mapping
-	// changes.
-	urlTarget *datastore.ScrapeTarget
-	urlCfg    *resolved
-	urlEngine string
+	// Request cache: rebuilt when the metrics address or path, the
+	// configuration or the engine changes.
+	reqKey requestKey
 	// whole asks for the whole body, filtered (nil without the name
 	// filter) for the mapping's families; wholeBody is set when the
 	// endpoint answered the filtered request without the families that
@@ -445,11 +444,12 @@ func (w *worker) mapping(cfg *resolved, t *datastore.ScrapeTarget) coremetrics.E
 // Prometheus client_python's exposition understands it), unless the
 // endpoint answered such a request without them (w.wholeBody).
 func (w *worker) request(cfg *resolved, t *datastore.ScrapeTarget, m *coremetrics.EngineMapping) *scrapeRequest {
-	if w.urlTarget != t || w.urlCfg != cfg || w.urlEngine != m.Name {
-		path := t.Spec.MetricsPath
-		if path == "" {
-			path = cfg.path
-		}
+	path := t.Spec.MetricsPath
+	if path == "" {
+		path = cfg.path
+	}
+	key := requestKey{hostPort: t.Spec.MetricsHostPort(), path: path, cfg: cfg, engine: m.Name}
+	if w.reqKey != key {
 		u := url.URL{Scheme: cfg.scheme, Host: t.Spec.MetricsHostPort(), Path: path}
 		w.whole = newScrapeRequest(&u, cfg.insecure)
 		w.filtered = nil
@@ -459,14 +459,22 @@ func (w *worker) request(cfg *resolved, t *datastore.ScrapeTarget, m *coremetric
 				w.filtered = newScrapeRequest(&u, cfg.insecure)
 			}
 		}
-		// A new target, configuration or engine asks with the filter
-		// again.
-		w.urlTarget, w.urlCfg, w.urlEngine, w.wholeBody = t, cfg, m.Name, false
+		// A new address, path, configuration or engine asks with the
+		// filter again (a store sync that hands the worker an unchanged
+		// target does not).
+		w.reqKey, w.wholeBody = key, false
 	}
 	if w.filtered != nil && !w.wholeBody {
 		return w.filtered
 	}
 	return w.whole
+}
+
+// requestKey identifies what a worker's requests were built from.
+type requestKey struct {
+	hostPort, path string
+	cfg            *resolved
+	engine         string
 }
 
 // lastParseKey identifies the mapping a lastParse was made with.
@@ -598,12 +606,27 @@ func (s *Scraper) fetch(ctx context.Context, w *worker, req *scrapeRequest, m co
 		return met, err
 	}
 	wmet, werr := s.fetchOnce(ctx, w, w.whole, m, deadline)
-	if !missingFamilies(werr) {
+	if readWithFamilies(werr) {
 		w.wholeBody = true
 		w.log.Info("The model server answers a name[]-filtered /metrics without metrics its whole /metrics has (Prometheus client_python in multiprocess mode does); scraping its whole /metrics from now on",
 			"url", w.whole.url, "filteredError", err.Error())
 	}
 	return wmet, werr
+}
+
+// readWithFamilies reports a body that was read and has the mapping's
+// metrics (some may be unusable, none of the load metrics is absent).
+func readWithFamilies(err error) bool {
+	if err == nil {
+		return true
+	}
+	if _, ok := errors.AsType[*PartialError](err); ok {
+		return true
+	}
+	if _, ok := errors.AsType[*LoadUnknownError](err); ok {
+		return !missingFamilies(err)
+	}
+	return false
 }
 
 // missingFamilies reports an answer without the mapping's metrics, or
@@ -665,6 +688,17 @@ func (s *Scraper) fetchOnce(ctx context.Context, w *worker, req *scrapeRequest, 
 	return met, err
 }
 
+// portOf is u's port, the scheme's default when it has none.
+func portOf(u *url.URL) string {
+	if p := u.Port(); p != "" {
+		return p
+	}
+	if u.Scheme == "https" {
+		return "443"
+	}
+	return "80"
+}
+
 func isRedirect(code int) bool {
 	switch code {
 	case http.StatusMovedPermanently, http.StatusFound, http.StatusSeeOther, http.StatusTemporaryRedirect, http.StatusPermanentRedirect:
@@ -688,7 +722,7 @@ func redirectTarget(req *scrapeRequest, resp *http.Response) (*scrapeRequest, st
 	if err != nil {
 		return nil, fmt.Sprintf("bad Location %q", loc)
 	}
-	if u.Scheme != base.Scheme || u.Host != base.Host {
+	if u.Scheme != base.Scheme || !strings.EqualFold(u.Hostname(), base.Hostname()) || portOf(u) != portOf(base) {
 		return nil, fmt.Sprintf("redirect to %s not followed: only redirects to the same scheme, host and port are; set the metrics scheme and port", u.Redacted())
 	}
 	u.Fragment = ""
