@@ -602,7 +602,7 @@ const maxRedirects = 3
 func (s *Scraper) fetch(ctx context.Context, w *worker, req *scrapeRequest, m coremetrics.EngineMapping) (scheduling.Metrics, error) {
 	deadline := time.Now().Add(s.opts.Timeout)
 	met, err := s.fetchOnce(ctx, w, req, m, deadline)
-	if req != w.filtered || req == nil || !missingFamilies(err) || ctx.Err() != nil {
+	if w.filtered == nil || req != w.filtered || !missingFamilies(err) || ctx.Err() != nil {
 		return met, err
 	}
 	wmet, werr := s.fetchOnce(ctx, w, w.whole, m, deadline)
