@@ -78,6 +78,10 @@ type Options struct {
 	// to be scraped, hence routed to, again. 0 means DefaultMaxBackoff; a
 	// value below Interval means Interval (no back-off).
 	MaxBackoff time.Duration
+	// RoundSize bounds how many endpoints one scrape round wakes at once
+	// (see the package documentation); 0 means DefaultRoundSize, 1 gives
+	// every endpoint a phase of its own.
+	RoundSize int
 	// Logger receives scrape failures and recoveries (once per transition)
 	// and per-change logs at V(1). The zero value discards.
 	Logger logr.Logger
@@ -128,6 +132,8 @@ func NewScraper(store *datastore.Store, cfg Config, opts Options) (*Scraper, err
 		return nil, fmt.Errorf("scrape: max concurrency must be positive, got %d", opts.MaxConcurrency)
 	case opts.MaxBackoff < 0:
 		return nil, fmt.Errorf("scrape: max backoff must be positive, got %v", opts.MaxBackoff)
+	case opts.RoundSize < 0:
+		return nil, fmt.Errorf("scrape: round size must be positive, got %d", opts.RoundSize)
 	}
 	if opts.Interval == 0 {
 		opts.Interval = DefaultInterval
@@ -143,6 +149,9 @@ func NewScraper(store *datastore.Store, cfg Config, opts Options) (*Scraper, err
 	}
 	if opts.MaxBackoff == 0 {
 		opts.MaxBackoff = DefaultMaxBackoff
+	}
+	if opts.RoundSize == 0 {
+		opts.RoundSize = DefaultRoundSize
 	}
 	opts.MaxBackoff = max(opts.MaxBackoff, opts.Interval)
 	m, err := newMetrics(opts.Registerer)
@@ -198,7 +207,7 @@ func (s *Scraper) publishGap() time.Duration {
 }
 
 // Run scrapes until ctx is done: one goroutine per endpoint, each scraping
-// at once and then every Interval (at a random phase), backing off while
+// at once and then every Interval in its round (rounds.go), backing off while
 // the endpoint fails (Options.MaxBackoff), at most MaxConcurrency at a
 // time; endpoints added to the store start within one interval and removed
 // ones stop at once (an in-flight request is cancelled). A configuration
@@ -220,6 +229,7 @@ func (s *Scraper) Run(ctx context.Context) {
 		wg.Wait()
 	}()
 	wg.Go(func() { s.store.RunPublisher(ctx, s.publishGap()) })
+	rs := newRounds(ctx, &wg, s.opts.Interval, s.opts.RoundSize)
 	workers := map[uint64]*worker{}
 	gauge := time.NewTicker(250 * time.Millisecond)
 	defer gauge.Stop()
@@ -227,7 +237,7 @@ func (s *Scraper) Run(ctx context.Context) {
 	for {
 		targets, changed := s.store.Targets()
 		cfg := s.cfg.Load()
-		s.sync(ctx, &wg, workers, targets, cfg != lastCfg)
+		s.sync(ctx, &wg, rs, workers, targets, cfg != lastCfg)
 		lastCfg = cfg
 	wait:
 		for {
@@ -256,7 +266,7 @@ func (s *Scraper) setGauges() {
 // the workers of removed targets. Workers whose target's scrape settings
 // changed, or all of them when the configuration changed, leave their
 // back-off.
-func (s *Scraper) sync(ctx context.Context, wg *sync.WaitGroup, workers map[uint64]*worker, targets []datastore.ScrapeTarget, cfgChanged bool) {
+func (s *Scraper) sync(ctx context.Context, wg *sync.WaitGroup, rs *rounds, workers map[uint64]*worker, targets []datastore.ScrapeTarget, cfgChanged bool) {
 	if s.cfg.Load().extractor == nil {
 		targets = nil
 	}
@@ -272,15 +282,17 @@ func (s *Scraper) sync(ctx context.Context, wg *sync.WaitGroup, workers map[uint
 			continue
 		}
 		wctx, cancel := context.WithCancel(ctx)
-		w := &worker{s: s, cancel: cancel, log: s.log.WithValues("endpoint", t.Key), reset: make(chan struct{}, 1)}
+		w := &worker{s: s, cancel: cancel, log: s.log.WithValues("endpoint", t.Key), reset: make(chan struct{}, 1), tick: make(chan struct{}, 1)}
 		w.target.Store(&t)
 		workers[t.ID] = w
+		rs.join(w)
 		wg.Go(func() { w.run(wctx) })
 		s.log.V(1).Info("Scraping endpoint", "endpoint", t.Key, "address", t.Spec.MetricsHostPort())
 	}
 	for id, w := range workers {
 		if !seen[id] {
 			w.cancel()
+			rs.leave(w)
 			delete(workers, id)
 			s.log.V(1).Info("Stopped scraping endpoint", "endpoint", w.target.Load().Key)
 		}
@@ -305,6 +317,9 @@ type worker struct {
 	log    logr.Logger
 	// reset (capacity 1) asks the goroutine to leave its back-off.
 	reset chan struct{}
+	// tick (capacity 1) is the worker's round: it says that a scrape is
+	// due (rounds.go).
+	tick chan struct{}
 
 	// Request cache: rebuilt when the metrics address or path, the
 	// configuration or the engine changes.
@@ -354,9 +369,11 @@ func (w *worker) resetBackoff() {
 	}
 }
 
-// run scrapes at once, then every Interval from a random phase; after a
-// failed scrape (or one that left the load unknown) it waits the back-off
-// instead, counted from the end of that scrape.
+// run scrapes at once, then at every tick of its round; after a failed
+// scrape (or one that left the load unknown) it waits the back-off
+// instead, counted from the end of that scrape, and ignores the ticks
+// until a scrape succeeds again. A tick that came while a scrape was in
+// flight (it took longer than the interval) starts the next one at once.
 func (w *worker) run(ctx context.Context) {
 	// The endpoint's removal or the scraper's stop interrupts a scrape in
 	// flight; the connection closes when run returns.
@@ -365,41 +382,44 @@ func (w *worker) run(ctx context.Context) {
 		stop()
 		w.conn.close()
 	}()
-	interval := w.s.opts.Interval
-	var wait time.Duration
-	if w.scrape(ctx) {
-		wait = rand.N(interval) + 1
-	} else {
-		wait = w.backoff()
-	}
-	due := time.Now().Add(wait)
-	timer := time.NewTimer(wait)
+	// The back-off timer runs (armed) only after a failed scrape.
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
 	defer timer.Stop()
+	armed := false
+	scrape := func() {
+		w.scrape(ctx)
+		if armed = w.failures > 0; armed {
+			timer.Reset(w.backoff())
+		}
+	}
+	scrape()
 	for {
+		var backoff <-chan time.Time
+		if armed {
+			backoff = timer.C
+		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-w.reset:
+			// The next scrape comes with the round: within one interval.
 			w.failures = 0
-			if now := time.Now(); due.Sub(now) > interval {
-				due = now.Add(rand.N(interval) + 1)
-				timer.Reset(due.Sub(now))
-			}
+			timer.Stop()
+			armed = false
 			continue
-		case <-timer.C:
-		}
-		ok := w.scrape(ctx)
-		now := time.Now()
-		if ok {
-			// Keep the phase, as a ticker would; a scrape that took
-			// longer than the interval is followed by the next at once.
-			if due = due.Add(interval); due.Before(now) {
-				due = now
+		case <-w.tick:
+			if armed {
+				continue
 			}
-		} else {
-			due = now.Add(w.backoff())
+		case <-backoff:
 		}
-		timer.Reset(due.Sub(now))
+		// A tick pending from before this scrape is spent by it.
+		select {
+		case <-w.tick:
+		default:
+		}
+		scrape()
 	}
 }
 

@@ -574,6 +574,7 @@ func TestNewScraperErrors(t *testing.T) {
 		{"body", store, cfg, Options{MaxBodyBytes: -1}, "max body bytes"},
 		{"concurrency", store, cfg, Options{MaxConcurrency: -1}, "max concurrency"},
 		{"backoff", store, cfg, Options{MaxBackoff: -1}, "max backoff must be positive"},
+		{"round", store, cfg, Options{RoundSize: -1}, "round size must be positive"},
 		{"source", store, Config{Source: metricssource.Params{Scheme: "http", Path: "nope"}}, Options{}, `path: must start with "/"`},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
@@ -589,6 +590,7 @@ func TestNewScraperErrors(t *testing.T) {
 	assert.Equal(t, int64(DefaultMaxBodyBytes), sc.opts.MaxBodyBytes)
 	assert.Equal(t, DefaultMaxConcurrency, sc.opts.MaxConcurrency)
 	assert.Equal(t, DefaultMaxBackoff, sc.opts.MaxBackoff)
+	assert.Equal(t, DefaultRoundSize, sc.opts.RoundSize)
 	sc2, err := NewScraper(datastore.New(datastore.Options{}), Config{Extractor: cfg.Extractor}, Options{Interval: time.Second, MaxBackoff: time.Millisecond})
 	require.NoError(t, err)
 	assert.Equal(t, time.Second, sc2.opts.MaxBackoff, "at least one interval")
@@ -868,7 +870,7 @@ func countingServer(t *testing.T) (*httptest.Server, *hitLog, *atomic.Bool) {
 	return srv, hits, good
 }
 
-func specOf(t *testing.T, srv *httptest.Server, name string) datastore.EndpointSpec {
+func specOf(t testing.TB, srv *httptest.Server, name string) datastore.EndpointSpec {
 	t.Helper()
 	u, err := url.Parse(srv.URL)
 	require.NoError(t, err)
