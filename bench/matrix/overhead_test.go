@@ -84,6 +84,8 @@ func TestOverheadMatrix(t *testing.T) {
 	epp, gie := build(t, root, binDir)
 	null := filepath.Join(binDir, "nullepp")
 	run(t, root, "go", "build", "-o", null, "./bench/cmd/nullepp")
+	fleet := filepath.Join(binDir, "simfleet")
+	run(t, root, "go", "build", "-o", fleet, "./bench/cmd/simfleet")
 
 	endpoints := []int{10, 100}
 	prompts := []int{1 << 10, 32 << 10, 200 << 10}
@@ -115,7 +117,7 @@ func TestOverheadMatrix(t *testing.T) {
 		// reuse the addresses 127.10.0.1… of the previous count) are
 		// closed by its cleanups before the next count starts.
 		ok := t.Run(fmt.Sprintf("endpoints=%d", n), func(t *testing.T) {
-			points = append(points, cell(t, env, n, prompts, step, fixed, null, epp, gie)...)
+			points = append(points, cell(t, env, n, prompts, step, fixed, fleet, null, epp, gie)...)
 		})
 		if !ok {
 			t.FailNow()
@@ -125,14 +127,14 @@ func TestOverheadMatrix(t *testing.T) {
 }
 
 // cell measures every EPP against one InferencePool of n endpoints.
-func cell(t *testing.T, env *kubetest.Env, n int, prompts []int, step time.Duration, fixed float64, null, epp, gie string) []Point {
+func cell(t *testing.T, env *kubetest.Env, n int, prompts []int, step time.Duration, fixed float64, fleet, null, epp, gie string) []Point {
 	var points []Point
 	{
 		ns := env.Namespace(t, fmt.Sprintf("bench-%d", n))
 		if err := env.Client.Create(context.Background(), kubetest.Pool(ns, release, map[string]string{"app": "sim"}, 8000)); err != nil {
 			t.Fatal(err)
 		}
-		ips := sims(t, n, 8000)
+		ips := sims(t, fleet, n, 8000)
 		for i, ip := range ips {
 			env.CreatePod(t, kubetest.Pod{Name: fmt.Sprintf("sim-%d", i), Namespace: ns, IP: ip, Ready: true, Labels: map[string]string{"app": "sim"}})
 		}
@@ -397,7 +399,7 @@ func write(t *testing.T, root string, points []Point, prompts, endpoints []int) 
 	var md strings.Builder
 	fmt.Fprintf(&md, "# Request-path overhead: Switchyard vs GIE v1.5.0's EPP vs the null EPP\n\n")
 	fmt.Fprintf(&md, "Machine: %s. Produced by `%s` (bench/matrix/overhead_test.go).\n\n", report.Machine(), map[bool]string{true: "make bench-full", false: "make bench"}[*full])
-	fmt.Fprintf(&md, "Each EPP runs in Kubernetes mode with the arguments GIE v1.5.0's Helm chart gives its EPP (its default plugins file, TLS with a self-signed certificate), against one kube-apiserver and etcd, on an InferencePool whose pods have loopback addresses and serve modelsim's metrics; the EPPs run one after the other, alone on the machine with the load generator (bench/loadgen: Envoy's FULL_DUPLEX_STREAMED ext_proc sequence over 2 TLS connections, open-loop Poisson arrivals, HdrHistogram). Latency is the time from the first ext_proc message to the routing answer. Max rate: the highest rate (doubling from 250/s, or 25/s for 200 KB prompts, halving instead down to a sixteenth when the first fails, then bisecting twice) with p99 ≤ 5 ms, no error and ≥ 95 %% of the arrivals served, each step %s; CPU and peak RSS from /proc. The fixed rate is %.0f/s (a tenth of it for 200 KB prompts, which is what every EPP holds there); errors count only the fixed-rate and 16-stream runs.\n\n", step(*full), fixedRate)
+	fmt.Fprintf(&md, "Each EPP runs in Kubernetes mode with the arguments GIE v1.5.0's Helm chart gives its EPP (its default plugins file, TLS with a self-signed certificate), against one kube-apiserver and etcd, on an InferencePool whose pods have loopback addresses and serve modelsim's metrics (from a process of their own, bench/cmd/simfleet); the EPPs run one after the other, alone on the machine with the load generator (bench/loadgen: Envoy's FULL_DUPLEX_STREAMED ext_proc sequence over 2 TLS connections, open-loop Poisson arrivals, HdrHistogram). Latency is the time from the first ext_proc message to the routing answer. Max rate: the highest rate (doubling from 250/s, or 25/s for 200 KB prompts, halving instead down to a sixteenth when the first fails, then bisecting twice) with p99 ≤ 5 ms, no error and ≥ 95 %% of the arrivals served, each step %s; CPU and peak RSS from /proc. The fixed rate is %.0f/s (a tenth of it for 200 KB prompts, which is what every EPP holds there); errors count only the fixed-rate and 16-stream runs.\n\n", step(*full), fixedRate)
 	md.WriteString("## Ratios\n\n" + cmp.Markdown() + "\n## All numbers\n\n" + tb.Markdown())
 	fmt.Fprintf(&md, "\n![max rate](%s-max-rate.svg)\n![p99](%s-p99.svg)\n![per CPU](%s-per-cpu.svg)\n", name, name, name)
 	must(t, os.WriteFile(filepath.Join(dir, name+".md"), []byte(md.String()), 0o644))

@@ -3,10 +3,7 @@
 package matrix
 
 import (
-	"context"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -14,8 +11,6 @@ import (
 	"syscall"
 	"testing"
 	"time"
-
-	"github.com/switchyard-ai/switchyard/pkg/modelsim"
 )
 
 // repoRoot is the folder of the product's go.mod.
@@ -119,31 +114,29 @@ func (p *proc) exited() (bool, string) {
 }
 
 // sims starts n modelsim servers (metrics and the OpenAI API) on
-// 127.10.x.y:port, in this process, and stops them when the test ends.
-func sims(t testing.TB, n, port int) []string {
+// 127.10.x.y:port in a simfleet process (bench/cmd/simfleet), not in this
+// one: the load generator runs here, and serving the EPP's scrapes in its
+// process would stall its measurements. The fleet stops when the test
+// ends.
+func sims(t testing.TB, fleet string, n, port int) []string {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
+	p := start(t, "simfleet", fleet, nil, []string{"-n", fmt.Sprint(n), "-port", fmt.Sprint(port), "-time-scale", "0.01"})
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		if b, _ := os.ReadFile(p.log); strings.Contains(string(b), "ready\n") {
+			break
+		}
+		if ended, out := p.exited(); ended {
+			t.Fatalf("simfleet exited: %s", out)
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("simfleet not ready after 30 s")
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 	addrs := make([]string, n)
 	for i := range n {
-		ip := fmt.Sprintf("127.10.%d.%d", i/250, i%250+1)
-		cfg := modelsim.DefaultConfig()
-		cfg.TimeScale = 0.01
-		sim, err := modelsim.New(cfg, modelsim.WithID(fmt.Sprintf("sim-%d", i)))
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := sim.Start(ctx); err != nil {
-			t.Fatal(err)
-		}
-		ln, err := net.Listen("tcp", fmt.Sprintf("%s:%d", ip, port))
-		if err != nil {
-			t.Fatal(err)
-		}
-		srv := &http.Server{Handler: sim.Handler(), ReadHeaderTimeout: 5 * time.Second}
-		go func() { _ = srv.Serve(ln) }()
-		t.Cleanup(func() { _ = sim.Close(); _ = srv.Close() })
-		addrs[i] = ip
+		addrs[i] = fmt.Sprintf("127.10.%d.%d", i/250, i%250+1)
 	}
 	return addrs
 }

@@ -13,16 +13,15 @@
 // Scraper.Run keeps one goroutine per endpoint, as GIE does: it scrapes a
 // new endpoint at once, then every Interval (--refresh-metrics-interval,
 // default 50 ms) in its round, backing off while the endpoint fails (see
-// Back-off). A round is up to RoundSize (default 16) endpoints scraped
+// Back-off). A round is up to RoundSize (default 4) endpoints scraped
 // together on one timer, ceil(n/RoundSize) rounds spread over the interval
 // (phases 0, 1/2, 1/4, 3/4, 1/8… of it): the wake-ups of a scrape (the
 // scraper's threads, the model server's, a cross-CPU wake-up for the one
 // write) cost more than the scrape, and a round pays them once for all its
-// members. On a 2-core VM ten endpoints in one round cost the EPP about a
-// third of the CPU that a phase each did (BenchmarkScrapeRounds). A
-// scrape that takes longer than the interval is followed by the next at
-// once. A semaphore
-// bounds simultaneous scrapes (MaxConcurrency). Each scrape has a Timeout
+// members, while a small round keeps the burst that requests wait behind
+// short (rounds.go has the measurements). A scrape that takes longer than
+// the interval is followed by the next at once. A semaphore bounds
+// simultaneous scrapes (MaxConcurrency). Each scrape has a Timeout
 // (default 1 s) covering the whole body; bodies are streamed, bounded by
 // MaxBodyBytes (default 16 MiB) and never buffered whole. The URL is
 // scheme://address:metricsPort/path, with the scheme and path of the

@@ -9,7 +9,7 @@ import (
 
 // DefaultRoundSize is how many endpoints one scrape round wakes at once
 // (see rounds).
-const DefaultRoundSize = 16
+const DefaultRoundSize = 4
 
 // rounds groups the workers into scrape rounds: each round has a phase
 // within the interval and one timer, and at every tick it wakes all its
@@ -19,13 +19,24 @@ const DefaultRoundSize = 16
 // cross-CPU wake-up of the server for the one write): a random phase per
 // endpoint pays them once per scrape, a round pays them once for all its
 // members, whose requests go out back to back and whose answers come back
-// while the scraper is still awake. On a 2-core VM, ten endpoints at 50 ms
-// in one round cost the EPP and the servers about a third of the CPU that
-// they cost with a phase each (BenchmarkScrapeRounds).
+// while the scraper is still awake.
 //
 // A round holds at most size members, and there are ceil(n/size) rounds
-// for n workers, so a round's burst is bounded (16 scrapes: well under a
-// millisecond of CPU) and the rounds of 100 endpoints are 7 per interval.
+// for n workers, so a round's burst is bounded. The default size is a
+// trade between the wake-ups saved and the burst that requests arriving
+// during a round wait behind. Measured on a 2-core VM (the EPP, its model
+// servers and the load generator on the same cores, 50 ms interval; idle:
+// ten modelsim processes; under load: bench/matrix, GIE's default
+// profile, 1 KB prompts):
+//
+//	round size                      1      4      8      16
+//	idle, 10 endpoints (CPU ms/s)   100    68     -      36
+//	100 endpoints, 300 req/s: p99   4.7    3.3    6.7    13.7 ms
+//	  CPU per request               1.41   1.26   1.19   1.14 ms
+//
+// Rounds of 8 or more make the tail worse than a phase per endpoint; 4
+// makes it better and still saves a third of the idle CPU.
+// BenchmarkScrapeRounds measures the saving per scrape side by side.
 // Round j's phase is interval × the j-th term of the base-2 van der Corput
 // sequence (0, 1/2, 1/4, 3/4, 1/8, …), counted from the time the scraper
 // started: the first rounds are spread evenly over the interval, and a

@@ -254,11 +254,11 @@ func TestSlowScrapeFollowedAtOnce(t *testing.T) {
 
 // BenchmarkScrapeRounds measures the CPU (user and system, of this process:
 // the scraper and the servers it scrapes) per scrape of 10 endpoints at the
-// default interval, with a phase per endpoint (round size 1) and in one
-// round (the default size), side by side. Run it with -benchtime 5s or
+// default interval, with a phase per endpoint (round size 1), in rounds of
+// the default size, and in one round (16), side by side. Run it with -benchtime 5s or
 // more: a scrape is due only every 5 ms.
 func BenchmarkScrapeRounds(b *testing.B) {
-	for _, size := range []int{1, DefaultRoundSize} {
+	for _, size := range []int{1, DefaultRoundSize, 16} {
 		b.Run(fmt.Sprintf("round-size-%d", size), func(b *testing.B) {
 			var hits, target atomic.Int64
 			target.Store(math.MaxInt64)
