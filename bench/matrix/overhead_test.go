@@ -134,7 +134,7 @@ func cell(t *testing.T, env *kubetest.Env, n int, prompts []int, step time.Durat
 		if err := env.Client.Create(context.Background(), kubetest.Pool(ns, release, map[string]string{"app": "sim"}, 8000)); err != nil {
 			t.Fatal(err)
 		}
-		ips := sims(t, fleet, n, 8000)
+		sim, ips := sims(t, fleet, n, 8000)
 		for i, ip := range ips {
 			env.CreatePod(t, kubetest.Pod{Name: fmt.Sprintf("sim-%d", i), Namespace: ns, IP: ip, Ready: true, Labels: map[string]string{"app": "sim"}})
 		}
@@ -171,6 +171,9 @@ func cell(t *testing.T, env *kubetest.Env, n int, prompts []int, step time.Durat
 				}
 			}
 			p.stop()
+			if ended, out := sim.exited(); ended {
+				t.Fatalf("simfleet exited during %s's measurements:\n%s", e.name, out)
+			}
 		}
 	}
 	return points

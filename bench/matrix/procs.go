@@ -73,6 +73,9 @@ func start(t testing.TB, name, bin string, env, args []string) *proc {
 		t.Fatal(err)
 	}
 	p.cmd.Env = append(os.Environ(), env...)
+	// A driver killed before its cleanups leaves no process holding the
+	// benchmark's ports.
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGTERM}
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
@@ -118,7 +121,7 @@ func (p *proc) exited() (bool, string) {
 // one: the load generator runs here, and serving the EPP's scrapes in its
 // process would stall its measurements. The fleet stops when the test
 // ends.
-func sims(t testing.TB, fleet string, n, port int) []string {
+func sims(t testing.TB, fleet string, n, port int) (*proc, []string) {
 	t.Helper()
 	p := start(t, "simfleet", fleet, nil, []string{"-n", fmt.Sprint(n), "-port", fmt.Sprint(port), "-time-scale", "0.01"})
 	deadline := time.Now().Add(30 * time.Second)
@@ -138,5 +141,5 @@ func sims(t testing.TB, fleet string, n, port int) []string {
 	for i := range n {
 		addrs[i] = fmt.Sprintf("127.10.%d.%d", i/250, i%250+1)
 	}
-	return addrs
+	return p, addrs
 }

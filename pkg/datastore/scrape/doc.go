@@ -10,7 +10,8 @@
 //
 // # Scraping
 //
-// Scraper.Run keeps one goroutine per endpoint, as GIE does: it scrapes a
+// Scraper.Run keeps one goroutine per endpoint, as GIE does, and one timer
+// goroutine per round (below), all of them its own: it scrapes a
 // new endpoint at once, then every Interval (--refresh-metrics-interval,
 // default 50 ms) in its round, backing off while the endpoint fails (see
 // Back-off). A round is up to RoundSize (default 4) endpoints scraped

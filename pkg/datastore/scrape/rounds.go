@@ -41,7 +41,9 @@ const DefaultRoundSize = 4
 // sequence (0, 1/2, 1/4, 3/4, 1/8, …), counted from the time the scraper
 // started: the first rounds are spread evenly over the interval, and a
 // round added later does not move the others. Every EPP replica starts at
-// its own time, so replicas do not scrape in step either.
+// its own time, so replicas do not scrape in step either. A member that
+// leave moves to another round changes phase once: the gap between two of
+// its scrapes is then up to two intervals.
 //
 // rounds is used by the Run goroutine only (join, leave); each round's
 // timer goroutine reads its members under mu. The round goroutines are
@@ -88,7 +90,8 @@ func vanDerCorput(j int) uint64 {
 
 // phaseOf is slot j's phase within the interval.
 func (rs *rounds) phaseOf(j int) time.Duration {
-	return time.Duration((uint64(rs.interval) * vanDerCorput(j)) >> 32)
+	hi, lo := bits.Mul64(uint64(rs.interval), vanDerCorput(j)) // no overflow at any interval
+	return time.Duration(hi<<32 | lo>>32)
 }
 
 // want is the number of rounds for n members.

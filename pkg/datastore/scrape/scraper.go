@@ -207,7 +207,8 @@ func (s *Scraper) publishGap() time.Duration {
 }
 
 // Run scrapes until ctx is done: one goroutine per endpoint, each scraping
-// at once and then every Interval in its round (rounds.go), backing off while
+// at once and then every Interval in its round (rounds.go: one timer
+// goroutine per round, ticking its members), backing off while
 // the endpoint fails (Options.MaxBackoff), at most MaxConcurrency at a
 // time; endpoints added to the store start within one interval and removed
 // ones stop at once (an in-flight request is cancelled). A configuration
@@ -308,8 +309,8 @@ func sameScrape(a, b *datastore.EndpointSpec) bool {
 		a.Engine == b.Engine && maps.Equal(a.Labels, b.Labels)
 }
 
-// worker scrapes one endpoint. Its fields other than target, cancel and
-// reset are owned by its goroutine.
+// worker scrapes one endpoint. Its fields other than target, cancel,
+// reset and tick are owned by its goroutine.
 type worker struct {
 	s      *Scraper
 	target atomic.Pointer[datastore.ScrapeTarget]
@@ -387,13 +388,24 @@ func (w *worker) run(ctx context.Context) {
 	timer.Stop()
 	defer timer.Stop()
 	armed := false
-	scrape := func() {
+	interval := w.s.opts.Interval
+	// scrape scrapes once. A tick pending from before it is spent by it;
+	// one that came during it means it overran, unless it did not start on
+	// a tick (the first scrape, one after a back-off) and took less than
+	// an interval: that tick is only the round passing by, and the next
+	// scrape comes with the round after it.
+	scrape := func(onTick bool) {
+		drainTick(w.tick)
+		start := time.Now()
 		w.scrape(ctx)
+		if !onTick && time.Since(start) < interval {
+			drainTick(w.tick)
+		}
 		if armed = w.failures > 0; armed {
 			timer.Reset(w.backoff())
 		}
 	}
-	scrape()
+	scrape(false)
 	for {
 		var backoff <-chan time.Time
 		if armed {
@@ -407,19 +419,21 @@ func (w *worker) run(ctx context.Context) {
 			w.failures = 0
 			timer.Stop()
 			armed = false
-			continue
 		case <-w.tick:
-			if armed {
-				continue
+			if !armed {
+				scrape(true)
 			}
 		case <-backoff:
+			scrape(false)
 		}
-		// A tick pending from before this scrape is spent by it.
-		select {
-		case <-w.tick:
-		default:
-		}
-		scrape()
+	}
+}
+
+// drainTick takes a pending tick, if any.
+func drainTick(tick chan struct{}) {
+	select {
+	case <-tick:
+	default:
 	}
 }
 
