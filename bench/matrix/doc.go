@@ -7,6 +7,7 @@
 //
 // The drivers are Go tests behind the `bench` build tag, so CI (which
 // runs no benchmark) never builds them; `make bench` (short) and
-// `make bench-full` run them and write bench/results. The unit tests of
-// the harness (bench/loadgen, bench/report) run in CI.
+// `make bench-full` run them and write bench/results. The rate search
+// (search.go) is untagged, so its unit tests run in CI with those of the
+// rest of the harness (bench/loadgen, bench/report).
 package matrix
