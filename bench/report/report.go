@@ -2,15 +2,17 @@
 // publishes: markdown tables, grouped bar charts as SVG, and the machine
 // description every table carries.
 //
-// Who imports it: the benchmark drivers (bench/matrix). No goroutines.
+// Who imports it: the benchmark drivers (bench/matrix, bench/quality). No goroutines.
 package report
 
 import (
 	"bufio"
+	"bytes"
 	"fmt"
 	"html"
 	"math"
 	"os"
+	"os/exec"
 	"runtime"
 	"strings"
 	"syscall"
@@ -204,5 +206,20 @@ func Machine() string {
 			load += fmt.Sprintf(", run at nice %d", nice)
 		}
 	}
-	return fmt.Sprintf("%s, %d cores%s%s, %s, %s%s", model, runtime.NumCPU(), mem, kernel, runtime.Version(), time.Now().UTC().Format("2006-01-02 15:04 MST"), load)
+	return fmt.Sprintf("%s, %d cores%s%s, %s, %s%s%s", model, runtime.NumCPU(), mem, kernel, runtime.Version(), time.Now().UTC().Format("2006-01-02 15:04 MST"), load, commit())
+}
+
+// commit names the code measured: the checkout's commit, and whether it
+// had local changes (empty outside a git checkout).
+func commit() string {
+	rev, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	if err != nil {
+		return ""
+	}
+	s := ", code at " + strings.TrimSpace(string(rev))
+	// The results being written are not a change to the code measured.
+	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no", "--", ":(top)", ":(top,exclude)bench/results").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+		s += " with local changes"
+	}
+	return s
 }

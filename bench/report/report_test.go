@@ -42,4 +42,7 @@ func TestNum(t *testing.T) {
 	assert.Equal(t, "0.0123", Num(0.01234))
 	assert.Equal(t, "–", Num(math.NaN()))
 	assert.Contains(t, Machine(), "cores")
+	if c := commit(); c != "" { // empty without git or outside a checkout
+		assert.Regexp(t, `^, code at [0-9a-f]+( with local changes)?$`, c)
+	}
 }
