@@ -167,7 +167,7 @@ func Num(v float64) string {
 // Machine describes the machine the benchmarks ran on: CPU model, cores,
 // memory, kernel, Go version, the date, and how busy the machine was (the
 // load averages and this process's nice value, since other work on a
-// 2-core machine shows in the numbers).
+// 2-core machine shows in the numbers) and the commit measured.
 func Machine() string {
 	model, mem, kernel, load := "unknown CPU", "", "", ""
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
@@ -206,19 +206,26 @@ func Machine() string {
 			load += fmt.Sprintf(", run at nice %d", nice)
 		}
 	}
-	return fmt.Sprintf("%s, %d cores%s%s, %s, %s%s%s", model, runtime.NumCPU(), mem, kernel, runtime.Version(), time.Now().UTC().Format("2006-01-02 15:04 MST"), load, commit())
+	return fmt.Sprintf("%s, %d cores%s%s, %s, %s%s%s", model, runtime.NumCPU(), mem, kernel, runtime.Version(), time.Now().UTC().Format("2006-01-02 15:04 MST"), load, codeAt)
 }
 
-// commit names the code measured: the checkout's commit, and whether it
-// had local changes (empty outside a git checkout).
+// codeAt is read when the process starts, before a driver builds the
+// binaries it measures: a commit made during a long run must not be named
+// as the code measured.
+var codeAt = commit()
+
+// commit names the code in the working directory's checkout: its commit,
+// and whether it has local changes (empty without git or outside a
+// checkout).
 func commit() string {
-	rev, err := exec.Command("git", "rev-parse", "--short", "HEAD").Output()
+	rev, err := exec.Command("git", "--no-optional-locks", "rev-parse", "--short", "HEAD").Output()
 	if err != nil {
 		return ""
 	}
 	s := ", code at " + strings.TrimSpace(string(rev))
-	// The results being written are not a change to the code measured.
-	if st, err := exec.Command("git", "status", "--porcelain", "--untracked-files=no", "--", ":(top)", ":(top,exclude)bench/results").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
+	// Results are not a change to the code measured; a new source file
+	// not yet committed is (build outputs are ignored by .gitignore).
+	if st, err := exec.Command("git", "--no-optional-locks", "status", "--porcelain", "--untracked-files=normal", "--", ":(top)", ":(top,exclude)bench/results").Output(); err == nil && len(bytes.TrimSpace(st)) > 0 {
 		s += " with local changes"
 	}
 	return s
