@@ -5,6 +5,7 @@ package matrix
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
@@ -70,6 +71,9 @@ type Point struct {
 	C16Failed   int64   `json:"c16Failed,omitempty"`
 	PeakRSS     int64   `json:"peakRssBytes"`
 	Errors      int64   `json:"errors"`
+	// NoRoute says why the EPP was not measured: it did not start
+	// routing (the other fields are then zero).
+	NoRoute string `json:"noRoute,omitempty"`
 }
 
 const (
@@ -163,7 +167,17 @@ func cell(t *testing.T, env *kubetest.Env, n int, prompts []int, step time.Durat
 				args = append(slices.Clone(args), prof.args...)
 			}
 			p := start(t, fmt.Sprintf("%s-%d", e.name, n), e.bin, kube, args)
-			waitRouting(t, p, chart, e.name == "null")
+			if err := waitRouting(p, chart, e.name == "null"); err != nil {
+				// An EPP that does not start routing is a result (GIE's
+				// at 1000 endpoints is at that edge on 2 cores), not the
+				// end of the matrix.
+				t.Logf("%s: %v", p.name, err)
+				for _, size := range prompts {
+					points = append(points, Point{EPP: e.name, Endpoints: n, PromptBytes: size, FixedRate: fixedFor(fixed, size), NoRoute: strings.SplitN(err.Error(), "\n", 2)[0]})
+				}
+				p.stop()
+				continue
+			}
 			for _, size := range prompts {
 				pt := measure(t, p, e.name, n, size, step, fixed, prof)
 				t.Logf("%+v", pt)
@@ -186,34 +200,33 @@ func cell(t *testing.T, env *kubetest.Env, n int, prompts []int, step time.Durat
 }
 
 // waitRouting waits until the EPP routes: its readiness probe passes and
-// 20 exchanges in a row are routed.
-func waitRouting(t *testing.T, p *proc, c Chart, null bool) {
-	t.Helper()
+// 20 exchanges in a row are routed, within 3 minutes.
+func waitRouting(p *proc, c Chart, null bool) error {
 	deadline := time.Now().Add(3 * time.Minute)
 	probe := net.JoinHostPort("127.0.0.1", strconv.Itoa(int(c.ProbePort)))
 	for !null {
 		if done, log := p.exited(); done {
-			t.Fatalf("%s exited:\n%s", p.name, log)
+			return fmt.Errorf("exited; its output:\n%s", log)
 		}
 		if healthy(probe, c.ProbeService) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s: readiness probe never passed", p.name)
+			return errors.New("its readiness probe did not pass within 3 minutes")
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
 	xs := loadgen.ChatExchanges("meta-llama/Llama-3.1-8B-Instruct", 1024, 1)
 	for ok := 0; ok < 20; {
 		if done, log := p.exited(); done {
-			t.Fatalf("%s exited:\n%s", p.name, log)
+			return fmt.Errorf("exited; its output:\n%s", log)
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("%s never routed 20 requests in a row", p.name)
+			return errors.New("it did not route 20 requests in a row within 3 minutes")
 		}
 		conns, err := loadgen.Dial(loadgen.Config{Target: "127.0.0.1:9002", TLS: true, Conns: 1})
 		if err != nil {
-			t.Fatal(err)
+			return err
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		res, err := xs[0].Run(ctx, newClient(conns[0]), "probe")
@@ -227,6 +240,16 @@ func waitRouting(t *testing.T, p *proc, c Chart, null bool) {
 		}
 	}
 	time.Sleep(2 * time.Second) // a few scrape rounds of every endpoint
+	return nil
+}
+
+// fixedFor is the fixed rate for a prompt size: with 200 KB prompts a
+// tenth of the small prompts' rate, which every EPP must hold there.
+func fixedFor(fixed float64, size int) float64 {
+	if size >= 200<<10 {
+		return fixed / 10
+	}
+	return fixed
 }
 
 // measure runs one matrix cell: a rate search, a run at the fixed rate
@@ -236,11 +259,7 @@ func measure(t *testing.T, p *proc, name string, n, size int, step time.Duration
 	xs := loadgen.ChatExchanges("meta-llama/Llama-3.1-8B-Instruct", size, 64)
 	cfg := loadgen.Config{Target: "127.0.0.1:9002", TLS: true, Conns: 2, PID: p.pid(), Timeout: 5 * time.Second,
 		Exchange: func(i int) *loadgen.Exchange { return xs[i%len(xs)] }}
-	if size >= 200<<10 {
-		// The fixed rate must be one every EPP holds: with 200 KB
-		// prompts that is a tenth of the small prompts' rate.
-		fixed /= 10
-	}
+	fixed = fixedFor(fixed, size)
 	pt := Point{EPP: name, Endpoints: n, PromptBytes: size, FixedRate: fixed}
 	runAt := func(rate float64, d time.Duration) *loadgen.Report {
 		c := cfg
@@ -405,6 +424,9 @@ func write(t *testing.T, root string, points []Point, prompts, endpoints []int) 
 // fixedCell is a point's fixed-rate run: what was served, and the
 // latencies of what was answered.
 func fixedCell(p *Point) string {
+	if p.NoRoute != "" {
+		return "not measured: " + p.NoRoute
+	}
 	at := fmt.Sprintf("@ %s/s: ", report.Num(p.FixedRate))
 	if p.FixedFailed > 0 {
 		at += fmt.Sprintf("%d failed, ", p.FixedFailed)
