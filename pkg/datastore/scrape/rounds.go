@@ -42,7 +42,7 @@ const DefaultRoundSize = 4
 // started: the first rounds are spread evenly over the interval, and a
 // round added later does not move the others. Every EPP replica starts at
 // its own time, so replicas do not scrape in step either. A member that
-// leave moves to another round changes phase once: the gap between two of
+// a leave moves to another round changes phase once: the gap between two of
 // its scrapes is then up to two intervals.
 //
 // rounds is used by the Run goroutine only (join, leave); each round's
