@@ -139,7 +139,7 @@ func sims(t testing.TB, fleet string, n, port int) (*proc, []string) {
 	}
 	addrs := make([]string, n)
 	for i := range n {
-		addrs[i] = fmt.Sprintf("127.10.%d.%d", i/250, i%250+1)
+		addrs[i] = FleetIP(i)
 	}
 	return p, addrs
 }

@@ -32,6 +32,7 @@ var (
 	workloadF = flag.String("workloads", "", "comma-separated subset of the workloads (default all)")
 	traces    = flag.String("traces", "", "folder the trace files are written to (default a temporary folder)")
 	stepF     = flag.Duration("step", 0, "override every step's duration (trial runs)")
+	bestF     = flag.String("best", bestProfile, "the switchyard-best router's configuration file, absolute or relative to the repository root (trial runs of another profile)")
 )
 
 // The routers, in the tables' order.
@@ -64,9 +65,11 @@ schedulingProfiles:
 `
 
 // bestProfile is Switchyard's best profile for these workloads: the
-// prefix-heavy sample (affinity filter with a TTFT escape hatch, prefix
-// scorer auto-tuned to the engines' KV-cache size, LRU spreading of cold
-// prompts, queue and KV load).
+// prefix-heavy sample (affinity filter whose TTFT escape counts the
+// prefill in flight, the least prefill in flight among the endpoints that
+// hold the prefix, new prefixes placed evenly by LRU, prefix scorer
+// auto-tuned to the engines' KV-cache size). Trial runs point -best at
+// another file.
 const bestProfile = "config/samples/prefix-heavy.yaml"
 
 // scale is the size of one run: the fleet, its engines and the workloads.
@@ -144,7 +147,11 @@ func TestRoutingQuality(t *testing.T) {
 		case syDefault:
 			return epp, append(WithConfig(chart.Args, ""), ports...)
 		case syBest:
-			return epp, append(WithConfig(chart.Args, filepath.Join(root, bestProfile)), ports...)
+			best := *bestF
+			if !filepath.IsAbs(best) {
+				best = filepath.Join(root, best)
+			}
+			return epp, append(WithConfig(chart.Args, best), ports...)
 		default:
 			return epp, append(WithConfig(chart.Args, rrFile), ports...)
 		}
@@ -397,8 +404,8 @@ func write(t *testing.T, root string, sc scale, routers []string, ws []Workload,
 	e := sc.engine
 	fmt.Fprintf(&md, "Fleet: %d modelsim endpoints (KV cache %d blocks × %d tokens, max %d running, prefill %s/token, decode %s + %s per extra sequence, at most %d batched tokens per step, real time), pods of one InferencePool in a real kube-apiserver. ",
 		sc.endpoints, e.KVBlocks, e.BlockSize, e.MaxRunning, e.PrefillPerToken, e.DecodeBase, e.DecodePerSeq, e.MaxBatchedTokens)
-	fmt.Fprintf(&md, "Requests are streamed `/v1/completions` through the in-repo gateway (pkg/gateway, Envoy's ext_proc sequence) to each EPP in Kubernetes mode with GIE's Helm chart arguments; every router replays the same seeded trace on a fresh fleet (empty caches). Routers: **round-robin** is Switchyard with only the `RoundRobin` strategy-picker; **%s** is GIE's own binary with its chart's default plugins; **%s** is Switchyard with no config file (its built-in default, GIE's default profile); **%s** is Switchyard with `%s` (prefix affinity filter with a TTFT escape, prefix scorer sized from the engines' KV metrics, LRU spreading of cold prompts, queue and KV load). ",
-		gieRouter, syDefault, syBest, bestProfile)
+	fmt.Fprintf(&md, "Requests are streamed `/v1/completions` through the in-repo gateway (pkg/gateway, Envoy's ext_proc sequence) to each EPP in Kubernetes mode with GIE's Helm chart arguments; every router replays the same seeded trace on a fresh fleet (empty caches). Routers: **round-robin** is Switchyard with only the `RoundRobin` strategy-picker; **%s** is GIE's own binary with its chart's default plugins; **%s** is Switchyard with no config file (its built-in default, GIE's default profile); **%s** is Switchyard with `%s` (prefix affinity filter whose TTFT escape counts the prefill in flight, the least prefill in flight among the endpoints holding the prefix, new prefixes placed evenly by LRU, prefix scorer sized from the engines' KV metrics). ",
+		gieRouter, syDefault, syBest, *bestF)
 	md.WriteString("TTFT is measured at the client (request sent → first streamed token, HdrHistogram); output tok/s is the tokens of the step's requests over the time from the step's start to its last request's end; prefix hit is the fleet's `vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total` between scrapes at the step's boundaries; per endpoint counts the `x-modelsim-id` of the responses.\n\n")
 	for _, w := range ws {
 		fmt.Fprintf(&md, "## %s\n\n", w.Name)

@@ -6,7 +6,8 @@
 //
 //	simfleet -n 100 -port 8000 -time-scale 0.01
 //
-// Server i listens on 127.10.(i/250).(i%250+1):port. simfleet prints
+// Server i listens on 127.10.(i/250).(i%250+1):port (matrix.FleetIP,
+// which the overhead matrix reads the pods' addresses from). simfleet prints
 // "ready" on stdout once every server listens and stops on SIGTERM or
 // SIGINT.
 package main
@@ -20,9 +21,12 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
+	"sync"
 	"syscall"
 	"time"
 
+	"github.com/switchyard-ai/switchyard/bench/matrix"
 	"github.com/switchyard-ai/switchyard/pkg/modelsim"
 )
 
@@ -31,7 +35,9 @@ func main() {
 	port := flag.Int("port", 8000, "port every server listens on")
 	scale := flag.Float64("time-scale", 0.01, "modelsim's multiplier of simulated times")
 	flag.Parse()
-	if err := run(*n, *port, *scale); err != nil {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	if err := run(ctx, *n, *port, *scale, func() { fmt.Println("ready") }); err != nil {
 		fmt.Fprintln(os.Stderr, "simfleet:", err)
 		os.Exit(1)
 	}
@@ -39,21 +45,23 @@ func main() {
 
 // addr is server i's listen address.
 func addr(i, port int) string {
-	return fmt.Sprintf("127.10.%d.%d:%d", i/250, i%250+1, port)
+	return net.JoinHostPort(matrix.FleetIP(i), strconv.Itoa(port))
 }
 
-func run(n, port int, scale float64) error {
-	if n < 1 || n > 250*256 {
-		return fmt.Errorf("-n: must be in 1..%d, got %d", 250*256, n)
+// run serves n model servers on port until ctx ends or one fails; ready
+// is called once every server listens. Every server is closed on return.
+func run(ctx context.Context, n, port int, scale float64, ready func()) error {
+	if n < 1 || n > matrix.FleetMax {
+		return fmt.Errorf("-n: must be in 1..%d, got %d", matrix.FleetMax, n)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
 	var servers []*http.Server
 	var sims []*modelsim.Server
+	var serving sync.WaitGroup // the servers' Serve loops, owned by run
 	defer func() {
 		for _, s := range servers {
 			_ = s.Close()
 		}
+		serving.Wait()
 		for _, s := range sims {
 			_ = s.Close()
 		}
@@ -76,13 +84,13 @@ func run(n, port int, scale float64) error {
 		}
 		srv := &http.Server{Handler: sim.Handler(), ReadHeaderTimeout: 5 * time.Second}
 		servers = append(servers, srv)
-		go func() {
+		serving.Go(func() {
 			if err := srv.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
-				errc <- err
+				errc <- fmt.Errorf("server %d (%s): %w", i, addr(i, port), err)
 			}
-		}()
+		})
 	}
-	fmt.Println("ready")
+	ready()
 	select {
 	case <-ctx.Done():
 		return nil
