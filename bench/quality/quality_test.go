@@ -72,6 +72,15 @@ schedulingProfiles:
 // another file.
 const bestProfile = "config/samples/prefix-heavy.yaml"
 
+// bestAbout describes the best router's profile for the tables: what
+// prefix-heavy.yaml does, or nothing for another file (-best).
+func bestAbout() string {
+	if *bestF != bestProfile {
+		return ""
+	}
+	return " (prefix affinity filter that stops narrowing when the prefill in flight costs more TTFT than a cold start, the least prefill in flight among the endpoints holding the prefix, new prefixes rotated by LRU, prefix scorer sized from the engines' KV metrics)"
+}
+
 // scale is the size of one run: the fleet, its engines and the workloads.
 type scale struct {
 	endpoints int
@@ -404,8 +413,8 @@ func write(t *testing.T, root string, sc scale, routers []string, ws []Workload,
 	e := sc.engine
 	fmt.Fprintf(&md, "Fleet: %d modelsim endpoints (KV cache %d blocks × %d tokens, max %d running, prefill %s/token, decode %s + %s per extra sequence, at most %d batched tokens per step, real time), pods of one InferencePool in a real kube-apiserver. ",
 		sc.endpoints, e.KVBlocks, e.BlockSize, e.MaxRunning, e.PrefillPerToken, e.DecodeBase, e.DecodePerSeq, e.MaxBatchedTokens)
-	fmt.Fprintf(&md, "Requests are streamed `/v1/completions` through the in-repo gateway (pkg/gateway, Envoy's ext_proc sequence) to each EPP in Kubernetes mode with GIE's Helm chart arguments; every router replays the same seeded trace on a fresh fleet (empty caches). Routers: **round-robin** is Switchyard with only the `RoundRobin` strategy-picker; **%s** is GIE's own binary with its chart's default plugins; **%s** is Switchyard with no config file (its built-in default, GIE's default profile); **%s** is Switchyard with `%s` (prefix affinity filter whose TTFT escape counts the prefill in flight, the least prefill in flight among the endpoints holding the prefix, new prefixes placed evenly by LRU, prefix scorer sized from the engines' KV metrics). ",
-		gieRouter, syDefault, syBest, *bestF)
+	fmt.Fprintf(&md, "Requests are streamed `/v1/completions` through the in-repo gateway (pkg/gateway, Envoy's ext_proc sequence) to each EPP in Kubernetes mode with GIE's Helm chart arguments; every router replays the same seeded trace on a fresh fleet (empty caches). Routers: **round-robin** is Switchyard with only the `RoundRobin` strategy-picker; **%s** is GIE's own binary with its chart's default plugins; **%s** is Switchyard with no config file (its built-in default, GIE's default profile); **%s** is Switchyard with `%s`%s. ",
+		gieRouter, syDefault, syBest, *bestF, bestAbout())
 	md.WriteString("TTFT is measured at the client (request sent → first streamed token, HdrHistogram); output tok/s is the tokens of the step's requests over the time from the step's start to its last request's end; prefix hit is the fleet's `vllm:prefix_cache_hits_total / vllm:prefix_cache_queries_total` between scrapes at the step's boundaries; per endpoint counts the `x-modelsim-id` of the responses.\n\n")
 	for _, w := range ws {
 		fmt.Fprintf(&md, "## %s\n\n", w.Name)
