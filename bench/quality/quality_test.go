@@ -132,6 +132,15 @@ func TestRoutingQuality(t *testing.T) {
 		epp = filepath.Join(binDir, "epp")
 		run(t, root, "go", "build", "-o", epp, "./cmd/epp")
 	}
+	if slices.Contains(routers, syBest) {
+		best := *bestF
+		if !filepath.IsAbs(best) {
+			best = filepath.Join(root, best)
+		}
+		if _, err := os.Stat(best); err != nil {
+			t.Fatalf("-best %s: the switchyard-best router's configuration file: %v", *bestF, err)
+		}
+	}
 	cfgDir := t.TempDir()
 	rrFile := filepath.Join(cfgDir, "round-robin.yaml")
 	must(t, os.WriteFile(rrFile, []byte(roundRobin), 0o644))
