@@ -132,11 +132,11 @@ func TestRoutingQuality(t *testing.T) {
 		epp = filepath.Join(binDir, "epp")
 		run(t, root, "go", "build", "-o", epp, "./cmd/epp")
 	}
+	best := *bestF
+	if !filepath.IsAbs(best) {
+		best = filepath.Join(root, best)
+	}
 	if slices.Contains(routers, syBest) {
-		best := *bestF
-		if !filepath.IsAbs(best) {
-			best = filepath.Join(root, best)
-		}
 		if _, err := os.Stat(best); err != nil {
 			t.Fatalf("-best %s: the switchyard-best router's configuration file: %v", *bestF, err)
 		}
@@ -165,10 +165,6 @@ func TestRoutingQuality(t *testing.T) {
 		case syDefault:
 			return epp, append(WithConfig(chart.Args, ""), ports...)
 		case syBest:
-			best := *bestF
-			if !filepath.IsAbs(best) {
-				best = filepath.Join(root, best)
-			}
 			return epp, append(WithConfig(chart.Args, best), ports...)
 		default:
 			return epp, append(WithConfig(chart.Args, rrFile), ports...)
