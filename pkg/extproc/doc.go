@@ -124,9 +124,11 @@
 //     switchyard_extproc_buffered_bytes and ..._limit export it;
 //   - time: Options.RequestBodyTimeout, from the start of the stream to
 //     the end of the request (408 body_timeout, and the stream ends, also
-//     when nothing was received). A receive goroutine waits on the stream
-//     until then, so that the deadline can interrupt a stalled client;
-//     after the request is forwarded the handler receives directly.
+//     when nothing was received). Each stream is served by a goroutine of
+//     its own that receives, handles and answers every message, while the
+//     handler waits for it or for the deadline, so that the deadline can
+//     interrupt a stalled client without a hand-off between goroutines
+//     per message.
 //
 // The gRPC server's own limits (message size, streams per connection,
 // keepalive) are set where it is built, in pkg/server.

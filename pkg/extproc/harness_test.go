@@ -125,6 +125,12 @@ func (h *harness) setRuntime(rt *extproc.Runtime) { h.rt.Store(rt) }
 // start serves an extproc.Server on a loopback gRPC listener.
 func start(t testing.TB, cfgYAML string, eps []*scheduling.Endpoint, tweak ...func(*extproc.Options)) *harness {
 	t.Helper()
+	return startGRPC(t, cfgYAML, eps, nil, tweak...)
+}
+
+// startGRPC is start with options for the gRPC server (interceptors).
+func startGRPC(t testing.TB, cfgYAML string, eps []*scheduling.Endpoint, grpcOpts []grpc.ServerOption, tweak ...func(*extproc.Options)) *harness {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	loaded, err := config.Load([]byte(cfgYAML), config.Options{Registry: plugins.InTree(), Context: ctx, Registerer: prometheus.NewRegistry(), Seed: 1})
@@ -143,7 +149,7 @@ func start(t testing.TB, cfgYAML string, eps []*scheduling.Endpoint, tweak ...fu
 	require.NoError(t, err)
 	lis, err := net.Listen("tcp", "127.0.0.1:0")
 	require.NoError(t, err)
-	gs := grpc.NewServer()
+	gs := grpc.NewServer(grpcOpts...)
 	extprocv3.RegisterExternalProcessorServer(gs, srv)
 	go func() { _ = gs.Serve(lis) }()
 	t.Cleanup(gs.Stop)

@@ -3,6 +3,8 @@ package extproc_test
 import (
 	"context"
 	"strconv"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -10,6 +12,9 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/types/known/structpb"
 
 	configfiles "github.com/switchyard-ai/switchyard/config"
@@ -292,5 +297,66 @@ func TestHeaderOnlyPostIsScheduled(t *testing.T) {
 		require.Equal(t, id, <-rec.completed)
 	}
 	require.Equal(t, int64(10), h.counters.get("127.10.0.3:8000").started.Load())
+	require.Eventually(t, h.counters.allZero, 5*time.Second, 5*time.Millisecond)
+}
+
+// panicView panics in Routable while armed, as a plugin bug would.
+type panicView struct {
+	view
+	armed atomic.Bool
+}
+
+func (v *panicView) Routable() []*scheduling.Endpoint {
+	if v.armed.Load() {
+		panic("view exploded")
+	}
+	return v.view.Routable()
+}
+
+// A panic while a message is handled (each stream is served by a goroutine
+// of its own) reaches the handler's interceptors as a panic of the handler
+// would: the stream fails with their status, the panic keeps the stack
+// where it happened, and the server goes on serving.
+func TestPanicInStreamReachesInterceptors(t *testing.T) {
+	var (
+		mu        sync.Mutex
+		recovered []any
+	)
+	recoverer := grpc.StreamInterceptor(func(srv any, ss grpc.ServerStream, _ *grpc.StreamServerInfo, handler grpc.StreamHandler) (err error) {
+		defer func() {
+			if r := recover(); r != nil {
+				mu.Lock()
+				recovered = append(recovered, r)
+				mu.Unlock()
+				err = status.Error(codes.Internal, "internal error")
+			}
+		}()
+		return handler(srv, ss)
+	})
+	pods := threePods()
+	pv := &panicView{view: view{all: pods, ready: pods}}
+	h := startGRPC(t, queueConfig, pods, []grpc.ServerOption{recoverer}, func(o *extproc.Options) {
+		o.Endpoints = func() extproc.EndpointView { return pv }
+	})
+
+	pv.armed.Store(true)
+	st, _ := openStream(t, h)
+	require.NoError(t, st.Send(reqHeaders("/v1/completions")))
+	require.NoError(t, st.Send(body(completion, true)))
+	_, err := recvWithin(t, st, 5*time.Second)
+	require.Equal(t, codes.Internal, status.Code(err), "got %v", err)
+	mu.Lock()
+	require.Len(t, recovered, 1)
+	perr, ok := recovered[0].(error)
+	mu.Unlock()
+	require.True(t, ok, "the recovered value is an error carrying the stack")
+	require.Contains(t, perr.Error(), "view exploded")
+	require.Contains(t, perr.Error(), "panicked in the stream's serving goroutine")
+	require.Contains(t, perr.Error(), "Routable", "the stack is the serving goroutine's")
+
+	pv.armed.Store(false)
+	got := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(completion, true)}, 2)
+	require.Len(t, got, 2)
+	require.NotEmpty(t, got[0].GetRequestHeaders().GetResponse().GetHeaderMutation().GetSetHeaders(), "the next request is routed")
 	require.Eventually(t, h.counters.allZero, 5*time.Second, 5*time.Millisecond)
 }

@@ -7,5 +7,5 @@ import (
 )
 
 // TestMain fails the package when a goroutine outlives the tests: every
-// stream's receive goroutine must exit once its Process returns.
+// stream's serving goroutine must exit once its stream has ended.
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }

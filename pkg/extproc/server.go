@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime/debug"
 	"time"
 
 	extprocv3 "github.com/envoyproxy/go-control-plane/envoy/service/ext_proc/v3"
@@ -272,58 +273,126 @@ func New(opts Options) (*Server, error) {
 // Process implements extprocv3.ExternalProcessorServer: one stream per
 // HTTP request.
 //
-// Until the request is complete, a receive goroutine waits on the stream
-// and hands each message over, so that the body deadline
-// (RequestBodyTimeout) can end a stream whose client stalls; Process alone
-// handles messages and sends. Once the request is forwarded, the goroutine
-// exits and Process receives directly: the response path pays nothing for
-// the deadline.
+// A serving goroutine (serve) receives, handles and sends every message of
+// the stream; Process waits for it to end, or for the body deadline
+// (RequestBodyTimeout), whichever comes first. That way the deadline can
+// end a stream whose client stalls while a message costs no hand-off
+// between goroutines: the goroutine that gRPC wakes with a message is the
+// one that answers it. The stream's lock (stream.mu) is held for each
+// message's handling and sending, never while receiving; when the deadline
+// passes before the request was forwarded, Process takes the lock, marks
+// the stream over (serve then leaves without touching it again), answers
+// 408 and returns, which ends the stream and with it serve's pending
+// receive. A panic in the serving goroutine (a plugin bug) is carried to
+// Process and raised there, where the gRPC server's interceptors recover
+// it as they would a panic of the handler itself.
 func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
-	ctx := srv.Context()
-	st := newStream(s, ctx)
+	st := newStream(s, srv.Context())
 	// Whatever ends the stream, a scheduled request completes exactly once
-	// and the buffer budget it holds is given back.
+	// and the buffer budget it holds is given back. Process owns the stream
+	// when it returns: serve has ended, or has been told to leave it.
 	defer st.finish()
 
-	rx := &st.rx // inside the stream: one allocation less per stream
-	rx.start(srv)
-	defer rx.stop()
+	done := make(chan served, 1)
+	go st.serve(srv, done)
 	deadline := time.NewTimer(s.opts.RequestBodyTimeout)
 	defer deadline.Stop()
-	for st.phase < phaseForwarded {
-		rx.next()
-		var r received
-		select {
-		case r = <-rx.got:
-		case <-deadline.C:
-			out, _ := st.timedOut()
-			return sendAll(srv, out)
-		case <-ctx.Done():
-			return nil
-		}
-		if r.err != nil {
-			return recvError(r.err)
-		}
-		out, done := st.handle(r.msg)
-		if err := sendAll(srv, out); err != nil || done {
-			return err
-		}
+	select {
+	case r := <-done:
+		return r.result()
+	case <-deadline.C:
 	}
-	// The request is forwarded: no deadline from here on. The receive
-	// goroutine is idle (its last message was handled), so it exits
-	// without touching the stream again.
-	deadline.Stop()
-	rx.stop()
+	if out, expired := st.expire(); expired {
+		return sendAll(srv, out)
+	}
+	// The request was forwarded in time: the deadline no longer applies.
+	return (<-done).result()
+}
+
+// served is how serve ended: the handler's error, or a panic.
+type served struct {
+	err      error
+	panicked *streamPanic
+}
+
+// result returns the handler's error, or raises the serving goroutine's
+// panic in the caller's.
+func (r served) result() error {
+	if r.panicked != nil {
+		panic(r.panicked)
+	}
+	return r.err
+}
+
+// streamPanic is a panic of the serving goroutine, raised again in
+// Process with the stack where it happened (the one a recovering
+// interceptor prints is Process's own).
+type streamPanic struct {
+	value any
+	stack []byte
+}
+
+func (p *streamPanic) Error() string {
+	return fmt.Sprintf("%v\n\npanicked in the stream's serving goroutine:\n%s", p.value, p.stack)
+}
+
+// serve is the stream's serving goroutine: it receives each message,
+// handles it and sends the responses, until the stream ends or Process has
+// taken the stream over (expire). It never blocks on done: done has room
+// for its one result.
+func (st *stream) serve(srv extprocv3.ExternalProcessor_ProcessServer, done chan<- served) {
 	for {
 		msg, err := srv.Recv()
-		if err != nil {
-			return recvError(err)
-		}
-		out, done := st.handle(msg)
-		if err := sendAll(srv, out); err != nil || done {
-			return err
+		if r, ended := st.step(srv, msg, err); ended {
+			if r != nil {
+				done <- *r
+			}
+			return
 		}
 	}
+}
+
+// step handles one result of Recv under the stream's lock. It reports
+// whether the stream has ended, with the result for Process (nil when
+// Process had taken the stream over and is not waiting for one).
+func (st *stream) step(srv extprocv3.ExternalProcessor_ProcessServer, msg *extprocv3.ProcessingRequest, recvErr error) (r *served, ended bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.over {
+		return nil, true
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			st.over = true
+			r, ended = &served{panicked: &streamPanic{value: v, stack: debug.Stack()}}, true
+		}
+	}()
+	var err error
+	if recvErr != nil {
+		err = recvError(recvErr)
+	} else {
+		out, end := st.handle(msg)
+		if err = sendAll(srv, out); err == nil && !end {
+			return nil, false
+		}
+	}
+	st.over = true
+	return &served{err: err}, true
+}
+
+// expire answers 408 for a request that is not complete at the body
+// deadline and takes the stream over from serve. It returns false when the
+// request was forwarded in time or the stream has already ended: then
+// serve still owns the stream, or has its result on the way.
+func (st *stream) expire() ([]*extprocv3.ProcessingResponse, bool) {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.over || st.phase >= phaseForwarded {
+		return nil, false
+	}
+	st.over = true
+	out, _ := st.timedOut()
+	return out, true
 }
 
 // recvError maps a receive error to the handler's result: the end of the
@@ -342,51 +411,6 @@ func sendAll(srv extprocv3.ExternalProcessor_ProcessServer, out []*extprocv3.Pro
 		}
 	}
 	return nil
-}
-
-// received is one result of Recv.
-type received struct {
-	msg *extprocv3.ProcessingRequest
-	err error
-}
-
-// receiver is the goroutine that receives for Process while the body
-// deadline runs. It receives one message per next() call and never more,
-// so Process knows that it is idle between a message and the next call.
-// After stop it exits: at once when idle, or when its pending Recv returns
-// (which it does once Process has returned and gRPC has closed the
-// stream). It never blocks on its own: got has room for its one message.
-type receiver struct {
-	want    chan struct{}
-	got     chan received
-	stopped bool
-}
-
-// start starts the goroutine.
-func (rx *receiver) start(srv extprocv3.ExternalProcessor_ProcessServer) {
-	rx.want, rx.got = make(chan struct{}, 1), make(chan received, 1)
-	go rx.run(srv, rx.want, rx.got)
-}
-
-func (*receiver) run(srv extprocv3.ExternalProcessor_ProcessServer, want <-chan struct{}, got chan<- received) {
-	for range want {
-		msg, err := srv.Recv()
-		got <- received{msg, err}
-		if err != nil {
-			return
-		}
-	}
-}
-
-// next asks for one message; the answer comes on got.
-func (rx *receiver) next() { rx.want <- struct{}{} }
-
-// stop tells the goroutine to exit; it may be called more than once.
-func (rx *receiver) stop() {
-	if !rx.stopped {
-		rx.stopped = true
-		close(rx.want)
-	}
 }
 
 // format returns the runtime's body format, defaulting to openai.

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	corev3 "github.com/envoyproxy/go-control-plane/envoy/config/core/v3"
@@ -52,9 +53,15 @@ func (st *stream) v(level int) logr.Logger {
 	return st.logger().V(level)
 }
 
-// stream is the state of one ext_proc stream (one HTTP request). It is
-// used by one goroutine.
+// stream is the state of one ext_proc stream (one HTTP request). Its
+// serving goroutine (serve, in server.go) uses it under mu; Process uses it once
+// it has set over, or once serve has ended.
 type stream struct {
+	mu sync.Mutex
+	// over: serve is done with the stream (it ended it, or Process took it
+	// over at the body deadline). Guarded by mu.
+	over bool
+
 	s   *Server
 	ctx context.Context
 	// log is the server's logger until logger adds the request ID.
@@ -96,8 +103,6 @@ type stream struct {
 	resp        scheduling.Response
 	completed   bool
 	running     bool
-
-	rx receiver // receives for Process until the request is complete
 
 	site siteRoute     // the site step's choice (site.go), with Options.Sites
 	dec  decisionState // the decision's record (decisions.go)
@@ -529,9 +534,11 @@ func (st *stream) rewriteModel(chunk []byte) []byte {
 }
 
 // complete runs the completion of a scheduled request once: hooks,
-// endpoint accounting and metrics.
+// endpoint accounting and metrics. A request that has no target was never
+// scheduled (the stream ended while it was being scheduled, by a panic of
+// a plugin, say): it has nothing to complete.
 func (st *stream) complete(disconnected bool) {
-	if st.req == nil || st.completed {
+	if st.req == nil || st.target == nil || st.completed {
 		return
 	}
 	st.completed = true
