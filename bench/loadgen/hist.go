@@ -6,8 +6,9 @@ import (
 	"github.com/HdrHistogram/hdrhistogram-go"
 )
 
-// Latencies are recorded in microseconds from 1 µs to 60 s with three
-// significant digits: every percentile is within 0.1 % of the true value.
+// Latencies are recorded in microseconds from 1 µs to 60 s (or the bound
+// given to NewHistogramUpTo) with three significant digits: every
+// percentile is within 0.1 % of the true value.
 const (
 	histMin    = 1
 	histMax    = 60_000_000
@@ -16,26 +17,29 @@ const (
 
 // Histogram is a latency recorder. Not safe for concurrent use: give each
 // worker its own and Merge them.
-type Histogram struct{ h *hdrhistogram.Histogram }
+type Histogram struct {
+	h   *hdrhistogram.Histogram
+	max int64 // µs
+}
 
-// NewHistogram returns an empty recorder.
-func NewHistogram() *Histogram {
-	return &Histogram{h: hdrhistogram.New(histMin, histMax, histDigits)}
+// NewHistogram returns an empty recorder of latencies up to 60 s.
+func NewHistogram() *Histogram { return NewHistogramUpTo(histMax * time.Microsecond) }
+
+// NewHistogramUpTo returns an empty recorder of latencies up to max (at
+// least 1 ms), for runs whose requests may last longer than 60 s.
+func NewHistogramUpTo(bound time.Duration) *Histogram {
+	us := max(bound.Microseconds(), 1000)
+	return &Histogram{h: hdrhistogram.New(histMin, us, histDigits), max: us}
 }
 
 // Record adds one latency; values beyond the range are clamped to it.
 func (h *Histogram) Record(d time.Duration) {
-	us := d.Microseconds()
-	if us < histMin {
-		us = histMin
-	}
-	if us > histMax {
-		us = histMax
-	}
+	us := min(max(d.Microseconds(), histMin), h.max)
 	_ = h.h.RecordValue(us) // cannot fail inside the range
 }
 
-// Merge adds every value of o.
+// Merge adds every value of o, which must have the same bound as h (a
+// value above h's would be dropped).
 func (h *Histogram) Merge(o *Histogram) { h.h.Merge(o.h) }
 
 // Count is the number of values recorded.

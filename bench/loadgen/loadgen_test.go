@@ -71,6 +71,23 @@ func TestHistogramMerge(t *testing.T) {
 	c.Record(0)
 	c.Record(time.Hour)
 	assert.Equal(t, int64(2), c.Count())
+	assert.InDelta(t, float64(time.Minute), float64(c.Max()), float64(60*time.Millisecond), "clamped to 60 s")
+}
+
+// A histogram with a longer bound keeps latencies past 60 s (a saturated
+// routing-quality step) instead of clamping them to 60 s.
+func TestHistogramUpTo(t *testing.T) {
+	h := NewHistogramUpTo(10 * time.Minute)
+	for _, d := range []time.Duration{30 * time.Second, 90 * time.Second, 150 * time.Second, time.Hour} {
+		h.Record(d)
+	}
+	assert.InDelta(t, float64(90*time.Second), float64(h.Quantile(50)), float64(90*time.Millisecond))
+	assert.InDelta(t, float64(150*time.Second), float64(h.Quantile(75)), float64(150*time.Millisecond))
+	assert.InDelta(t, float64(10*time.Minute), float64(h.Max()), float64(600*time.Millisecond), "clamped to its bound")
+	o := NewHistogramUpTo(10 * time.Minute)
+	o.Record(2 * time.Minute)
+	h.Merge(o)
+	assert.Equal(t, int64(5), h.Count())
 }
 
 // TestReadProcSelf reads this process: CPU time grows with work, RSS is

@@ -8,8 +8,11 @@ import (
 	"io"
 	"math"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/switchyard-ai/switchyard/pkg/gateway"
 )
 
 // Outcome is one replayed request as the client saw it.
@@ -19,12 +22,46 @@ type Outcome struct {
 	Lag      time.Duration // how late it was actually sent
 	Status   int
 	Endpoint string // the x-modelsim-id response header: who served it
-	Err      string
+	// Reason is the x-switchyard-reason header of a reply that the gateway
+	// or the EPP generated (a refusal), "" otherwise.
+	Reason string
+	Err    string
 	StreamResult
 }
 
 // OK reports whether the request completed with tokens.
 func (o Outcome) OK() bool { return o.Err == "" && o.Status == http.StatusOK && o.Tokens > 0 }
+
+// ErrorKind is why a request did not complete, from a small closed set:
+// "HTTP <status> <reason>" for an error reply (the reason header, or "-"
+// when the model server sent it), "client timeout", "stream cut" (it ended
+// without [DONE]), "error event", "bad event", "no tokens", or "transport"
+// (the request or its stream failed otherwise). "" for a request that
+// completed.
+func (o Outcome) ErrorKind() string {
+	switch {
+	case o.OK():
+		return ""
+	case o.Status != 0 && o.Status != http.StatusOK:
+		reason := o.Reason
+		if reason == "" {
+			reason = "-"
+		}
+		return fmt.Sprintf("HTTP %d %s", o.Status, reason)
+	case strings.Contains(o.Err, context.DeadlineExceeded.Error()) || strings.Contains(o.Err, "Client.Timeout"):
+		return "client timeout"
+	case strings.HasPrefix(o.Err, errStreamCut):
+		return "stream cut"
+	case strings.HasPrefix(o.Err, "error event"):
+		return "error event"
+	case strings.HasPrefix(o.Err, "bad event"):
+		return "bad event"
+	case o.Err == "":
+		return "no tokens"
+	default:
+		return "transport"
+	}
+}
 
 // Replayer sends a trace's requests to URL (the gateway) as streamed
 // /v1/completions, each at its scheduled time (open loop).
@@ -135,7 +172,7 @@ func (p *Replayer) one(ctx context.Context, body []byte, timeout time.Duration) 
 		return Outcome{Err: err.Error(), StreamResult: StreamResult{End: time.Since(t0)}}
 	}
 	defer resp.Body.Close()
-	o := Outcome{Status: resp.StatusCode, Endpoint: resp.Header.Get("x-modelsim-id")}
+	o := Outcome{Status: resp.StatusCode, Endpoint: resp.Header.Get("x-modelsim-id"), Reason: resp.Header.Get(gateway.ReasonHeader)}
 	if resp.StatusCode != http.StatusOK {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
 		o.Err = fmt.Sprintf("status %d: %s", resp.StatusCode, bytes.TrimSpace(msg))

@@ -21,6 +21,8 @@ type StepResult struct {
 	Sent     int     `json:"sent"`
 	OK       int     `json:"ok"`
 	Errors   int     `json:"errors"`
+	// ErrorKinds counts the errors by Outcome.ErrorKind.
+	ErrorKinds map[string]int `json:"errorKinds,omitempty"`
 	// TTFT percentiles of the step's successful requests, in ms.
 	TTFTp50 float64 `json:"ttftP50ms"`
 	TTFTp90 float64 `json:"ttftP90ms"`
@@ -38,6 +40,11 @@ type StepResult struct {
 	PerEndpoint []int `json:"perEndpoint"`
 }
 
+// ttftBound is the longest TTFT the tables tell apart: above the
+// replay's client timeout, so a saturated step's percentiles are not
+// clamped (loadgen's default histogram ends at 60 s).
+const ttftBound = 10 * time.Minute
+
 // Summarize turns one router's outcomes into a StepResult per step.
 // scrapes[i] is the fleet's counters at the start of step i
 // (len(Steps)+1 entries; a missing entry gives a NaN hit rate); endpoints
@@ -53,7 +60,7 @@ func Summarize(w Workload, router string, outs []Outcome, scrapes [][]Counters, 
 	last := make([]time.Duration, len(w.Steps))
 	for i, s := range w.Steps {
 		res[i] = StepResult{Workload: w.Name, Router: router, Step: i, Rate: s.Rate, PerEndpoint: make([]int, len(endpoints)), HitRate: -1}
-		hists[i] = loadgen.NewHistogram()
+		hists[i] = loadgen.NewHistogramUpTo(ttftBound)
 		if i+1 < len(scrapes) && scrapes[i] != nil && scrapes[i+1] != nil {
 			if h := HitRate(scrapes[i], scrapes[i+1]); !math.IsNaN(h) {
 				res[i].HitRate = h
@@ -71,6 +78,10 @@ func Summarize(w Workload, router string, outs []Outcome, scrapes [][]Counters, 
 		}
 		if !o.OK() {
 			r.Errors++
+			if r.ErrorKinds == nil {
+				r.ErrorKinds = map[string]int{}
+			}
+			r.ErrorKinds[o.ErrorKind()]++
 			continue
 		}
 		r.OK++
@@ -89,6 +100,27 @@ func Summarize(w Workload, router string, outs []Outcome, scrapes [][]Counters, 
 	return res
 }
 
+// errorsCell is a step's error count with its kinds, most frequent first:
+// "701 (HTTP 503 overloaded 690, client timeout 11)".
+func errorsCell(r StepResult) string {
+	if r.Errors == 0 || len(r.ErrorKinds) == 0 {
+		return fmt.Sprint(r.Errors)
+	}
+	kinds := make([]string, 0, len(r.ErrorKinds))
+	for k := range r.ErrorKinds {
+		kinds = append(kinds, k)
+	}
+	sort.Slice(kinds, func(i, j int) bool {
+		a, b := r.ErrorKinds[kinds[i]], r.ErrorKinds[kinds[j]]
+		return a > b || a == b && kinds[i] < kinds[j]
+	})
+	parts := make([]string, len(kinds))
+	for i, k := range kinds {
+		parts[i] = fmt.Sprintf("%s %d", k, r.ErrorKinds[k])
+	}
+	return fmt.Sprintf("%d (%s)", r.Errors, strings.Join(parts, ", "))
+}
+
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
 // Table renders every result of one workload, routers in the given order
@@ -101,7 +133,7 @@ func Table(results []StepResult, workload string, routers []string) *report.Tabl
 		for i, n := range r.PerEndpoint {
 			per[i] = fmt.Sprint(n)
 		}
-		tb.Rows = append(tb.Rows, []string{rate(r.Rate), r.Router, fmt.Sprint(r.Sent), fmt.Sprint(r.Errors),
+		tb.Rows = append(tb.Rows, []string{rate(r.Rate), r.Router, fmt.Sprint(r.Sent), errorsCell(r),
 			fmt.Sprintf("%s / %s / %s ms", report.Num(r.TTFTp50), report.Num(r.TTFTp90), report.Num(r.TTFTp99)),
 			report.Num(r.TokensPerSec), pct(r.HitRate), fmt.Sprintf("%d–%d", lo, hi), strings.Join(per, " ")})
 	}

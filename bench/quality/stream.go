@@ -10,6 +10,9 @@ import (
 	"time"
 )
 
+// errStreamCut is the error of a stream that ended without [DONE].
+const errStreamCut = "stream ended without [DONE]"
+
 // StreamResult is what a client saw of one streamed completion.
 type StreamResult struct {
 	// TTFT is the time from the request's start to the first chunk that
@@ -99,7 +102,7 @@ func ReadStream(r io.Reader, start time.Time, now func() time.Time) (StreamResul
 		if err != nil {
 			res.End = now().Sub(start)
 			if err == io.EOF {
-				return res, errors.New("stream ended without [DONE]")
+				return res, errors.New(errStreamCut)
 			}
 			return res, err
 		}
