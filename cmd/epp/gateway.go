@@ -42,6 +42,8 @@ func gatewayMain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		"longest wait for the next piece of an upstream response body; the response is then cut (0 = the default)")
 	maxConcurrent := fs.Int("max-concurrent-requests", gateway.DefaultMaxConcurrentRequests,
 		"requests handled at once, each holding at most one EPP stream; one more gets 503 with Retry-After (0 = the default)")
+	perConn := fs.Int("streams-per-connection", gateway.DefaultStreamsPerConnection,
+		"EPP streams on one gRPC connection before another is dialed; keep it at or below the EPP's max concurrent streams (0 = the default)")
 	var lf logFlags
 	lf.register(fs)
 	fs.Usage = func() {
@@ -66,6 +68,7 @@ func gatewayMain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		{"upstream-header-timeout", *upHeaderTimeout < 0, *upHeaderTimeout},
 		{"upstream-idle-timeout", *upIdleTimeout < 0, *upIdleTimeout},
 		{"max-concurrent-requests", *maxConcurrent < 0, *maxConcurrent},
+		{"streams-per-connection", *perConn < 0, *perConn},
 	}); err != nil {
 		fmt.Fprintf(stderr, "epp gateway: %v\n", err)
 		return 2
@@ -84,6 +87,7 @@ func gatewayMain(ctx context.Context, args []string, stdout, stderr io.Writer) i
 		UpstreamHeaderTimeout: *upHeaderTimeout,
 		UpstreamIdleTimeout:   *upIdleTimeout,
 		MaxConcurrentRequests: *maxConcurrent,
+		StreamsPerConnection:  *perConn,
 		ReadHeaderTimeout:     *readHeaderTimeout,
 		MaxHeaderBytes:        *maxHeaderBytes,
 		Logger:                logger.WithName("gateway"),

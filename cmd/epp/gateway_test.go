@@ -27,6 +27,7 @@ func TestGatewayFlagErrors(t *testing.T) {
 		{[]string{"--upstream-header-timeout", "-2m"}, "--upstream-header-timeout: must be >= 0 (0 = the default), got -2m0s"},
 		{[]string{"--upstream-idle-timeout", "-1ms"}, "--upstream-idle-timeout: must be >= 0"},
 		{[]string{"--max-concurrent-requests", "-5"}, "--max-concurrent-requests: must be >= 0 (0 = the default), got -5"},
+		{[]string{"--streams-per-connection", "-1"}, "--streams-per-connection: must be >= 0 (0 = the default), got -1"},
 		{[]string{"--max-header-bytes", "-1"}, "--max-header-bytes: must be >= 0"},
 		{[]string{"--max-request-body-bytes", "-1"}, "--max-request-body-bytes: must be >= 0"},
 		{[]string{"extra"}, `unexpected arguments ["extra"]`},
@@ -49,6 +50,7 @@ func TestGatewayHelp(t *testing.T) {
 		"-upstream-header-timeout duration", "(default 10m0s)",
 		"-upstream-idle-timeout duration", "(default 5m0s)",
 		"-max-concurrent-requests int", "(default 10000)",
+		"-streams-per-connection int", "(default 100)",
 		"-max-header-bytes int", "(default 65536)",
 		"-read-header-timeout duration", "(default 10s)",
 	} {

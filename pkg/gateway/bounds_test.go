@@ -514,6 +514,7 @@ func TestMetricNames(t *testing.T) {
 		"switchyard_gateway_timeouts_total":               "COUNTER kind",
 		"switchyard_gateway_concurrency_rejections_total": "COUNTER ",
 		"switchyard_gateway_requests_in_flight":           "GAUGE ",
+		"switchyard_gateway_epp_connections":              "GAUGE ",
 	}
 	for name, w := range want {
 		if got[name] != w {

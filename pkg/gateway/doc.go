@@ -22,7 +22,13 @@
 //
 // # Per-request flow
 //
-// One ext_proc stream is opened per HTTP request on a shared gRPC connection.
+// One ext_proc stream is opened per HTTP request. Streams share the gateway's
+// gRPC connections to the EPP: a stream goes on the first connection holding
+// fewer than StreamsPerConnection (default 100) streams, and when all hold
+// that many another connection is dialed, as Envoy's HTTP/2 pool does when a
+// connection reaches the server's SETTINGS_MAX_CONCURRENT_STREAMS (grpc-go on
+// its own would make the stream wait for a free slot). Connections stay open
+// until Close; switchyard_gateway_epp_connections counts them.
 // The gateway sends, in order:
 //
 //  1. request_headers (with protocol_config on this first message): the
@@ -119,6 +125,8 @@
 //	                                deadline, so a steady upload that ends in time is unaffected
 //	MaxRequestBodyBytes    64 MiB   413
 //	MaxConcurrentRequests  10000    requests in flight, hence open ext_proc streams: 503 above
+//	StreamsPerConnection   100      ext_proc streams per gRPC connection to the EPP, so at most
+//	                                MaxConcurrentRequests/StreamsPerConnection connections
 //	MessageTimeout         30 s     each wait for the EPP: 503 epp_timeout
 //	UpstreamHeaderTimeout  10 min   from the first upstream attempt (connects and the fallback
 //	                                walk included) to the response headers: 504. Long on purpose:

@@ -204,7 +204,12 @@ func (x *exchange) run() {
 		ProtocolConfig:  protocolConfig,
 	}
 
-	stream, err := g.client.Process(x.ctx)
+	conn, err := g.conns.acquire()
+	var stream extprocv3.ExternalProcessor_ProcessClient
+	if err == nil {
+		defer g.conns.release(conn) // runs after the stream is cancelled and its reader is done
+		stream, err = conn.client.Process(x.ctx)
+	}
 	if err != nil {
 		if x.clientGone() {
 			g.metrics.request(statusClientClosed, sourceClient)

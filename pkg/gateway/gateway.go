@@ -132,6 +132,13 @@ type Options struct {
 	// as Envoy's header-to-metadata filter plus a small Lua/CEL step would. A
 	// header that is absent or holds only blanks and commas sends no hint.
 	SubsetHeader string
+	// StreamsPerConnection is how many ext_proc streams share one gRPC
+	// connection to the EPP; when every connection holds this many, the next
+	// stream dials another (see DefaultStreamsPerConnection). Keep it at or
+	// below the EPP's SETTINGS_MAX_CONCURRENT_STREAMS, or streams past the
+	// EPP's cap wait for a free slot until MessageTimeout. Zero means
+	// DefaultStreamsPerConnection; negative is an error.
+	StreamsPerConnection int
 	// Logger receives per-request debug logs at V(4) and failures at V(2).
 	Logger logr.Logger
 	// Registerer, if set, receives the gateway metrics (see metrics.go).
@@ -142,8 +149,7 @@ type Options struct {
 // endpoint the EPP picks. It is safe for concurrent use. Create it with New and
 // release it with Close.
 type Gateway struct {
-	conn       *grpc.ClientConn
-	client     extprocv3.ExternalProcessorClient
+	conns      *connPool
 	transport  http.RoundTripper
 	ownedTrans *http.Transport // the default transport, closed by Close
 	log        logr.Logger
@@ -230,12 +236,17 @@ func New(opts Options) (*Gateway, error) {
 		}),
 	}
 	dialOpts = append(dialOpts, opts.DialOptions...)
-	conn, err := grpc.NewClient(opts.EPPAddr, dialOpts...)
+	limit := orDefault(opts.StreamsPerConnection, DefaultStreamsPerConnection)
+	dial := func() (*grpc.ClientConn, error) { return grpc.NewClient(opts.EPPAddr, dialOpts...) }
+	onNew := func(total int) {
+		g.metrics.eppConns.Inc()
+		g.log.V(2).Info("all EPP connections hold their streams, dialed another", "connections", total, "streamsPerConnection", limit)
+	}
+	g.conns, err = newConnPool(limit, dial, onNew)
 	if err != nil {
 		return nil, fmt.Errorf("gateway: create gRPC client for EPPAddr %q: %w", opts.EPPAddr, err)
 	}
-	g.conn = conn
-	g.client = extprocv3.NewExternalProcessorClient(conn)
+	g.metrics.eppConns.Inc()
 	return g, nil
 }
 
@@ -271,6 +282,9 @@ func validateOptions(o *Options) error {
 	}
 	if o.MaxConcurrentRequests < 0 {
 		errs = append(errs, fmt.Errorf("MaxConcurrentRequests: must be >= 0 (0 = default %d), got %d", DefaultMaxConcurrentRequests, o.MaxConcurrentRequests))
+	}
+	if o.StreamsPerConnection < 0 {
+		errs = append(errs, fmt.Errorf("StreamsPerConnection: must be >= 0 (0 = default %d), got %d", DefaultStreamsPerConnection, o.StreamsPerConnection))
 	}
 	if o.MaxHeaderBytes < 0 {
 		errs = append(errs, fmt.Errorf("MaxHeaderBytes: must be >= 0 (0 = default %d), got %d", DefaultMaxHeaderBytes, o.MaxHeaderBytes))
@@ -326,14 +340,16 @@ func orDefault[T comparable](v, def T) T {
 	return v
 }
 
-// Close closes the gRPC connection to the EPP and the idle connections of the
+// Close closes the gRPC connections to the EPP and the idle connections of the
 // default upstream transport. In-flight requests fail.
 func (g *Gateway) Close() error {
 	if g.ownedTrans != nil {
 		g.ownedTrans.CloseIdleConnections()
 	}
-	if err := g.conn.Close(); err != nil {
-		return fmt.Errorf("gateway: close EPP connection: %w", err)
+	n, err := g.conns.close()
+	g.metrics.eppConns.Sub(float64(n))
+	if err != nil {
+		return fmt.Errorf("gateway: close EPP connections: %w", err)
 	}
 	return nil
 }

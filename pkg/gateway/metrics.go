@@ -42,9 +42,10 @@ const statusClientClosed = 499
 //	                                                    upstream_headers, upstream_idle
 //	switchyard_gateway_concurrency_rejections_total     requests refused (503) by MaxConcurrentRequests
 //	switchyard_gateway_requests_in_flight               requests being handled now
+//	switchyard_gateway_epp_connections                  gRPC connections open to the EPP
 //
-// Gateways sharing a Registerer share these collectors, so the gauge is the
-// sum over them.
+// Gateways sharing a Registerer share these collectors, so the gauges are the
+// sums over them.
 type metrics struct {
 	requests      *prometheus.CounterVec
 	attempts      map[string]prometheus.Counter
@@ -53,6 +54,7 @@ type metrics struct {
 	timeouts      map[string]prometheus.Counter
 	rejected      prometheus.Counter
 	inFlight      prometheus.Gauge
+	eppConns      prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
@@ -84,6 +86,10 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		Namespace: "switchyard", Subsystem: "gateway", Name: "requests_in_flight",
 		Help: "Requests the gateway is handling now (each holds one ext_proc stream at most).",
 	})
+	eppConns := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "switchyard", Subsystem: "gateway", Name: "epp_connections",
+		Help: "gRPC connections open to the EPP; another is dialed when every one holds StreamsPerConnection ext_proc streams.",
+	})
 
 	var err error
 	if requests, err = register(reg, requests); err != nil {
@@ -107,6 +113,9 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if inFlight, err = register(reg, inFlight); err != nil {
 		return nil, err
 	}
+	if eppConns, err = register(reg, eppConns); err != nil {
+		return nil, err
+	}
 	m := &metrics{
 		requests:      requests,
 		fallbackWalks: walks,
@@ -115,6 +124,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		timeouts:      map[string]prometheus.Counter{},
 		rejected:      rejected,
 		inFlight:      inFlight,
+		eppConns:      eppConns,
 	}
 	for _, r := range []string{attemptOK, attemptConnectFailure, attemptError} {
 		m.attempts[r] = attempts.WithLabelValues(r)
