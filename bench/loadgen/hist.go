@@ -25,7 +25,7 @@ type Histogram struct {
 // NewHistogram returns an empty recorder of latencies up to 60 s.
 func NewHistogram() *Histogram { return NewHistogramUpTo(histMax * time.Microsecond) }
 
-// NewHistogramUpTo returns an empty recorder of latencies up to max (at
+// NewHistogramUpTo returns an empty recorder of latencies up to bound (at
 // least 1 ms), for runs whose requests may last longer than 60 s.
 func NewHistogramUpTo(bound time.Duration) *Histogram {
 	us := max(bound.Microseconds(), 1000)

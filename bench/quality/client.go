@@ -32,7 +32,7 @@ type Outcome struct {
 // OK reports whether the request completed with tokens.
 func (o Outcome) OK() bool { return o.Err == "" && o.Status == http.StatusOK && o.Tokens > 0 }
 
-// ErrorKind is why a request did not complete, from a small closed set:
+// ErrorKind is why a request did not complete, from a small bounded set:
 // "HTTP <status> <reason>" for an error reply (the reason header, or "-"
 // when the model server sent it), "client timeout", "stream cut" (it ended
 // without [DONE]), "error event", "bad event", "no tokens", or "transport"

@@ -2,6 +2,7 @@ package extproc_test
 
 import (
 	"context"
+	"errors"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -308,7 +309,7 @@ type panicView struct {
 
 func (v *panicView) Routable() []*scheduling.Endpoint {
 	if v.armed.Load() {
-		panic("view exploded")
+		panic(errViewExploded)
 	}
 	return v.view.Routable()
 }
@@ -317,6 +318,9 @@ func (v *panicView) Routable() []*scheduling.Endpoint {
 // of its own) reaches the handler's interceptors as a panic of the handler
 // would: the stream fails with their status, the panic keeps the stack
 // where it happened, and the server goes on serving.
+// errViewExploded is panicView's panic value.
+var errViewExploded = errors.New("view exploded")
+
 func TestPanicInStreamReachesInterceptors(t *testing.T) {
 	var (
 		mu        sync.Mutex
@@ -351,6 +355,7 @@ func TestPanicInStreamReachesInterceptors(t *testing.T) {
 	mu.Unlock()
 	require.True(t, ok, "the recovered value is an error carrying the stack")
 	require.Contains(t, perr.Error(), "view exploded")
+	require.ErrorIs(t, perr, errViewExploded, "the panic value is reachable with errors.Is")
 	require.Contains(t, perr.Error(), "panicked in the stream's serving goroutine")
 	require.Contains(t, perr.Error(), "Routable", "the stack is the serving goroutine's")
 

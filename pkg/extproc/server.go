@@ -336,6 +336,13 @@ func (p *streamPanic) Error() string {
 	return fmt.Sprintf("%v\n\npanicked in the stream's serving goroutine:\n%s", p.value, p.stack)
 }
 
+// Unwrap returns the panic value when it is an error, so interceptors can
+// match it with errors.Is and errors.As.
+func (p *streamPanic) Unwrap() error {
+	err, _ := p.value.(error)
+	return err
+}
+
 // serve is the stream's serving goroutine: it receives each message,
 // handles it and sends the responses, until the stream ends or Process has
 // taken the stream over (expire). It never blocks on done: done has room

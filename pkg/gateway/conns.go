@@ -48,7 +48,7 @@ func (c *eppConn) tryAcquire(limit int64) bool {
 // grpc.NewClient does not connect until the first stream) when all are full.
 // Taking a slot reads an immutable slice and CASes a counter; only dialing
 // takes the mutex. Connections stay open until close: their number is
-// bounded by MaxConcurrentRequests / StreamsPerConnection.
+// bounded by ⌈MaxConcurrentRequests / StreamsPerConnection⌉.
 type connPool struct {
 	limit int64
 	dial  func() (*grpc.ClientConn, error)
@@ -114,7 +114,7 @@ func (p *connPool) scan(conns []*eppConn) *eppConn {
 
 func (p *connPool) release(c *eppConn) { c.streams.Add(-1) }
 
-// size is the number of connections (tests, metrics).
+// size is the number of connections (tests).
 func (p *connPool) size() int { return len(*p.conns.Load()) }
 
 // close closes every connection (streams on them fail) and returns how many

@@ -126,7 +126,7 @@
 //	MaxRequestBodyBytes    64 MiB   413
 //	MaxConcurrentRequests  10000    requests in flight, hence open ext_proc streams: 503 above
 //	StreamsPerConnection   100      ext_proc streams per gRPC connection to the EPP, so at most
-//	                                MaxConcurrentRequests/StreamsPerConnection connections
+//	                                ⌈MaxConcurrentRequests/StreamsPerConnection⌉ connections
 //	MessageTimeout         30 s     each wait for the EPP: 503 epp_timeout
 //	UpstreamHeaderTimeout  10 min   from the first upstream attempt (connects and the fallback
 //	                                walk included) to the response headers: 504. Long on purpose:

@@ -183,8 +183,9 @@ var protocolConfig = &extprocv3.ProtocolConfiguration{
 	ResponseBodyMode: extprocfilterv3.ProcessingMode_FULL_DUPLEX_STREAMED,
 }
 
-// New validates opts, applies defaults and creates the gRPC client connection
-// (which connects lazily, on the first request).
+// New validates opts, applies defaults and creates the first gRPC connection
+// of the EPP pool (which connects lazily, on the first request); more are
+// dialed as streams fill them.
 func New(opts Options) (*Gateway, error) {
 	if err := validateOptions(&opts); err != nil {
 		return nil, err
