@@ -3,6 +3,7 @@ package extproc_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -305,10 +306,16 @@ func TestHeaderOnlyPostIsScheduled(t *testing.T) {
 type panicView struct {
 	view
 	armed atomic.Bool
+	// goexit makes the armed view end its goroutine with runtime.Goexit
+	// instead of panicking.
+	goexit bool
 }
 
 func (v *panicView) Routable() []*scheduling.Endpoint {
 	if v.armed.Load() {
+		if v.goexit {
+			runtime.Goexit()
+		}
 		panic(errViewExploded)
 	}
 	return v.view.Routable()
@@ -358,6 +365,31 @@ func TestPanicInStreamReachesInterceptors(t *testing.T) {
 	require.ErrorIs(t, perr, errViewExploded, "the panic value is reachable with errors.Is")
 	require.Contains(t, perr.Error(), "panicked in the stream's serving goroutine")
 	require.Contains(t, perr.Error(), "Routable", "the stack is the serving goroutine's")
+
+	pv.armed.Store(false)
+	got := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(completion, true)}, 2)
+	require.Len(t, got, 2)
+	require.NotEmpty(t, got[0].GetRequestHeaders().GetResponse().GetHeaderMutation().GetSetHeaders(), "the next request is routed")
+	require.Eventually(t, h.counters.allZero, 5*time.Second, 5*time.Millisecond)
+}
+
+// A handler that ends the serving goroutine with runtime.Goexit (neither a
+// return nor a panic) fails the stream with Internal instead of leaving
+// Process waiting for a result that never comes; the next stream is served.
+func TestGoexitInStreamFailsTheStream(t *testing.T) {
+	pods := threePods()
+	pv := &panicView{view: view{all: pods, ready: pods}, goexit: true}
+	h := startGRPC(t, queueConfig, pods, nil, func(o *extproc.Options) {
+		o.Endpoints = func() extproc.EndpointView { return pv }
+	})
+
+	pv.armed.Store(true)
+	st, _ := openStream(t, h)
+	require.NoError(t, st.Send(reqHeaders("/v1/completions")))
+	require.NoError(t, st.Send(body(completion, true)))
+	_, err := recvWithin(t, st, 5*time.Second)
+	require.Equal(t, codes.Internal, status.Code(err), "got %v", err)
+	require.Contains(t, status.Convert(err).Message(), "exited its goroutine")
 
 	pv.armed.Store(false)
 	got := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(completion, true)}, 2)

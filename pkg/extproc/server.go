@@ -346,18 +346,30 @@ func (p *streamPanic) Unwrap() error {
 // serve is the stream's serving goroutine: it receives each message,
 // handles it and sends the responses, until the stream ends or Process has
 // taken the stream over (expire). It never blocks on done: done has room
-// for its one result.
+// for its one result, and serve sends at most one.
+//
+// A handler that ends the goroutine without returning or panicking
+// (runtime.Goexit, as t.FailNow does) still gives Process a result, an
+// Internal error, so the stream cannot wait for one forever.
 func (st *stream) serve(srv extprocv3.ExternalProcessor_ProcessServer, done chan<- served) {
+	result := &served{err: errHandlerExited}
+	defer func() {
+		if result != nil {
+			done <- *result
+		}
+	}()
 	for {
 		msg, err := srv.Recv()
 		if r, ended := st.step(srv, msg, err); ended {
-			if r != nil {
-				done <- *r
-			}
+			result = r
 			return
 		}
 	}
 }
+
+// errHandlerExited is the stream's result when its serving goroutine
+// exited in the middle of a step.
+var errHandlerExited = status.Error(codes.Internal, "the stream's handler exited its goroutine without returning")
 
 // step handles one result of Recv under the stream's lock. It reports
 // whether the stream has ended, with the result for Process (nil when
@@ -368,10 +380,15 @@ func (st *stream) step(srv extprocv3.ExternalProcessor_ProcessServer, msg *extpr
 	if st.over {
 		return nil, true
 	}
+	returned := false
 	defer func() {
 		if v := recover(); v != nil {
 			st.over = true
 			r, ended = &served{panicked: &streamPanic{value: v, stack: debug.Stack()}}, true
+		} else if !returned {
+			// runtime.Goexit: serve reports errHandlerExited, and the
+			// stream is no longer served.
+			st.over = true
 		}
 	}()
 	var err error
@@ -380,10 +397,12 @@ func (st *stream) step(srv extprocv3.ExternalProcessor_ProcessServer, msg *extpr
 	} else {
 		out, end := st.handle(msg)
 		if err = sendAll(srv, out); err == nil && !end {
+			returned = true
 			return nil, false
 		}
 	}
 	st.over = true
+	returned = true
 	return &served{err: err}, true
 }
 
