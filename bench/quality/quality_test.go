@@ -46,6 +46,9 @@ const (
 	grpcPort   = 19002
 	healthPort = 19003
 	eppMetrics = 19090
+	// gatewayStreams is the gateway listener's HTTP/2 stream cap; the
+	// client opens another connection past it.
+	gatewayStreams = 1000
 )
 
 var allRouters = []string{rrRouter, gieRouter, syDefault, syBest}
@@ -237,14 +240,27 @@ func runRouter(t *testing.T, router, bin string, env, args []string, probeServic
 	defer g.Close()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	must(t, err)
+	// Clients reach the gateway over plaintext HTTP/2, as they reach an
+	// Envoy listener: one connection carries many requests, so past the
+	// knee (thousands in flight, all in this process) the open files are
+	// the upstream connections rather than twice as many.
 	srv := gateway.NewHTTPServer("", g)
+	srv.Protocols = new(http.Protocols)
+	srv.Protocols.SetHTTP1(true)
+	srv.Protocols.SetUnencryptedHTTP2(true)
+	srv.HTTP2 = &http.HTTP2Config{MaxConcurrentStreams: gatewayStreams}
 	served := make(chan struct{})
 	go func() { _ = srv.Serve(ln); close(served) }()
 	defer func() { _ = srv.Close(); <-served }()
 
-	tr := &http.Transport{MaxIdleConnsPerHost: 4096, IdleConnTimeout: 30 * time.Second, DisableCompression: true}
+	h2 := &http.Transport{IdleConnTimeout: 30 * time.Second, DisableCompression: true, Protocols: new(http.Protocols)}
+	h2.Protocols.SetUnencryptedHTTP2(true)
+	defer h2.CloseIdleConnections()
+	client := &http.Client{Transport: h2}
+	// modelsim's /metrics speaks HTTP/1.1.
+	tr := &http.Transport{MaxIdleConnsPerHost: 64, IdleConnTimeout: 30 * time.Second, DisableCompression: true}
 	defer tr.CloseIdleConnections()
-	client := &http.Client{Transport: tr}
+	scrapeClient := &http.Client{Transport: tr}
 	base := "http://" + ln.Addr().String()
 	waitReady(t, p, probeService, client, base)
 
@@ -255,7 +271,7 @@ func runRouter(t *testing.T, router, bin string, env, args []string, probeServic
 	scrapes := make([][]Counters, len(w.Steps)+1)
 	rp := &Replayer{URL: base, Model: modelsim.DefaultModel, Client: client, Timeout: 3 * time.Minute,
 		OnStep: func(i int) {
-			c, err := Scrape(ctx, client, endpoints)
+			c, err := Scrape(ctx, scrapeClient, endpoints)
 			if err != nil {
 				t.Logf("%s: scrape at step %d: %v", router, i, err)
 				return
