@@ -243,7 +243,12 @@ func runRouter(t *testing.T, router, bin string, env, args []string, probeServic
 	// Clients reach the gateway over plaintext HTTP/2, as they reach an
 	// Envoy listener: one connection carries many requests, so past the
 	// knee (thousands in flight, all in this process) the open files are
-	// the upstream connections rather than twice as many.
+	// the upstream connections rather than twice as many. HTTP/1.1 stays
+	// on for curl against a running gateway. The HTTP/2 flow-control
+	// windows are Go's defaults, 1 MB per connection and per stream (the
+	// connection window Envoy's edge best practices recommend; Envoy's own
+	// default is 256 MiB): a handler that stops reading its body holds
+	// back the connection's other uploads once a megabyte is unread.
 	srv := gateway.NewHTTPServer("", g)
 	srv.Protocols = new(http.Protocols)
 	srv.Protocols.SetHTTP1(true)

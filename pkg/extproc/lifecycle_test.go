@@ -321,13 +321,13 @@ func (v *panicView) Routable() []*scheduling.Endpoint {
 	return v.view.Routable()
 }
 
+// errViewExploded is panicView's panic value.
+var errViewExploded = errors.New("view exploded")
+
 // A panic while a message is handled (each stream is served by a goroutine
 // of its own) reaches the handler's interceptors as a panic of the handler
 // would: the stream fails with their status, the panic keeps the stack
 // where it happened, and the server goes on serving.
-// errViewExploded is panicView's panic value.
-var errViewExploded = errors.New("view exploded")
-
 func TestPanicInStreamReachesInterceptors(t *testing.T) {
 	var (
 		mu        sync.Mutex
@@ -396,4 +396,40 @@ func TestGoexitInStreamFailsTheStream(t *testing.T) {
 	require.Len(t, got, 2)
 	require.NotEmpty(t, got[0].GetRequestHeaders().GetResponse().GetHeaderMutation().GetSetHeaders(), "the next request is routed")
 	require.Eventually(t, h.counters.allZero, 5*time.Second, 5*time.Millisecond)
+
+}
+
+// goexitStats ends the serving goroutine with runtime.Goexit when the first
+// token arrives, after the request was forwarded: Process no longer has a
+// deadline to end the stream by then, so only the serving goroutine's
+// result can.
+type goexitStats struct{ *counter }
+
+func (s goexitStats) FirstToken(time.Duration) { runtime.Goexit() }
+
+// A Goexit after the request was forwarded (in a Stats hook, while the
+// response streams) fails the stream with Internal too, and the request's
+// accounting still completes exactly once.
+func TestGoexitAfterForwardingFailsTheStream(t *testing.T) {
+	pods := threePods()
+	h := startGRPC(t, queueConfig, pods, nil, func(o *extproc.Options) {
+		counted := o.Stats
+		o.Stats = func(e *scheduling.Endpoint) extproc.Stats { return goexitStats{counted(e).(*counter)} }
+	})
+
+	st, _ := openStream(t, h)
+	require.NoError(t, st.Send(reqHeaders("/v1/completions")))
+	require.NoError(t, st.Send(body(sseRequest, true)))
+	for range 2 {
+		_, err := recvWithin(t, st, 5*time.Second)
+		require.NoError(t, err, "the request is routed")
+	}
+	require.NoError(t, st.Send(respHeaders("", false, ":status", "200", "content-type", "text/event-stream")))
+	_, err := recvWithin(t, st, 5*time.Second)
+	require.NoError(t, err, "the response headers are answered")
+	require.NoError(t, st.Send(respBody("data: {\"choices\":[{\"text\":\"a\"}]}\n\n", false)))
+	_, err = recvWithin(t, st, 5*time.Second)
+	require.Equal(t, codes.Internal, status.Code(err), "got %v", err)
+	require.Contains(t, status.Convert(err).Message(), "exited its goroutine")
+	require.Eventually(t, h.counters.allZero, 5*time.Second, 5*time.Millisecond, "the request completed once")
 }

@@ -285,7 +285,9 @@ func New(opts Options) (*Server, error) {
 // 408 and returns, which ends the stream and with it serve's pending
 // receive. A panic in the serving goroutine (a plugin bug) is carried to
 // Process and raised there, where the gRPC server's interceptors recover
-// it as they would a panic of the handler itself.
+// it as they would a panic of the handler itself. A serving goroutine that
+// ends with runtime.Goexit (neither a return nor a panic) fails the stream
+// with Internal.
 func (s *Server) Process(srv extprocv3.ExternalProcessor_ProcessServer) error {
 	st := newStream(s, srv.Context())
 	// Whatever ends the stream, a scheduled request completes exactly once
