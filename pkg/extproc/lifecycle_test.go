@@ -324,6 +324,35 @@ func (v *panicView) Routable() []*scheduling.Endpoint {
 // errViewExploded is panicView's panic value.
 var errViewExploded = errors.New("view exploded")
 
+// failArmedView starts a server whose endpoint view is an armed panicView
+// (ending its goroutine with runtime.Goexit when goexit is set), sends one
+// request and returns the error its stream ended with.
+func failArmedView(t *testing.T, goexit bool, opts ...grpc.ServerOption) (*panicView, *harness, error) {
+	t.Helper()
+	pods := threePods()
+	pv := &panicView{view: view{all: pods, ready: pods}, goexit: goexit}
+	h := startGRPC(t, queueConfig, pods, opts, func(o *extproc.Options) {
+		o.Endpoints = func() extproc.EndpointView { return pv }
+	})
+	pv.armed.Store(true)
+	st, _ := openStream(t, h)
+	require.NoError(t, st.Send(reqHeaders("/v1/completions")))
+	require.NoError(t, st.Send(body(completion, true)))
+	_, err := recvWithin(t, st, 5*time.Second)
+	return pv, h, err
+}
+
+// requireNextRouted disarms the view and checks that the server goes on
+// routing, with every request's accounting completed.
+func requireNextRouted(t *testing.T, pv *panicView, h *harness) {
+	t.Helper()
+	pv.armed.Store(false)
+	got := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(completion, true)}, 2)
+	require.Len(t, got, 2)
+	require.NotEmpty(t, got[0].GetRequestHeaders().GetResponse().GetHeaderMutation().GetSetHeaders(), "the next request is routed")
+	require.Eventually(t, h.counters.allZero, 5*time.Second, 5*time.Millisecond)
+}
+
 // A panic while a message is handled (each stream is served by a goroutine
 // of its own) reaches the handler's interceptors as a panic of the handler
 // would: the stream fails with their status, the panic keeps the stack
@@ -344,17 +373,7 @@ func TestPanicInStreamReachesInterceptors(t *testing.T) {
 		}()
 		return handler(srv, ss)
 	})
-	pods := threePods()
-	pv := &panicView{view: view{all: pods, ready: pods}}
-	h := startGRPC(t, queueConfig, pods, []grpc.ServerOption{recoverer}, func(o *extproc.Options) {
-		o.Endpoints = func() extproc.EndpointView { return pv }
-	})
-
-	pv.armed.Store(true)
-	st, _ := openStream(t, h)
-	require.NoError(t, st.Send(reqHeaders("/v1/completions")))
-	require.NoError(t, st.Send(body(completion, true)))
-	_, err := recvWithin(t, st, 5*time.Second)
+	pv, h, err := failArmedView(t, false, recoverer)
 	require.Equal(t, codes.Internal, status.Code(err), "got %v", err)
 	mu.Lock()
 	require.Len(t, recovered, 1)
@@ -366,37 +385,18 @@ func TestPanicInStreamReachesInterceptors(t *testing.T) {
 	require.Contains(t, perr.Error(), "panicked in the stream's serving goroutine")
 	require.Contains(t, perr.Error(), "Routable", "the stack is the serving goroutine's")
 
-	pv.armed.Store(false)
-	got := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(completion, true)}, 2)
-	require.Len(t, got, 2)
-	require.NotEmpty(t, got[0].GetRequestHeaders().GetResponse().GetHeaderMutation().GetSetHeaders(), "the next request is routed")
-	require.Eventually(t, h.counters.allZero, 5*time.Second, 5*time.Millisecond)
+	requireNextRouted(t, pv, h)
 }
 
 // A handler that ends the serving goroutine with runtime.Goexit (neither a
 // return nor a panic) fails the stream with Internal instead of leaving
 // Process waiting for a result that never comes; the next stream is served.
 func TestGoexitInStreamFailsTheStream(t *testing.T) {
-	pods := threePods()
-	pv := &panicView{view: view{all: pods, ready: pods}, goexit: true}
-	h := startGRPC(t, queueConfig, pods, nil, func(o *extproc.Options) {
-		o.Endpoints = func() extproc.EndpointView { return pv }
-	})
-
-	pv.armed.Store(true)
-	st, _ := openStream(t, h)
-	require.NoError(t, st.Send(reqHeaders("/v1/completions")))
-	require.NoError(t, st.Send(body(completion, true)))
-	_, err := recvWithin(t, st, 5*time.Second)
+	pv, h, err := failArmedView(t, true)
 	require.Equal(t, codes.Internal, status.Code(err), "got %v", err)
 	require.Contains(t, status.Convert(err).Message(), "exited its goroutine")
 
-	pv.armed.Store(false)
-	got := h.exchange(t, []*extprocv3.ProcessingRequest{reqHeaders("/v1/completions"), body(completion, true)}, 2)
-	require.Len(t, got, 2)
-	require.NotEmpty(t, got[0].GetRequestHeaders().GetResponse().GetHeaderMutation().GetSetHeaders(), "the next request is routed")
-	require.Eventually(t, h.counters.allZero, 5*time.Second, 5*time.Millisecond)
-
+	requireNextRouted(t, pv, h)
 }
 
 // goexitStats ends the serving goroutine with runtime.Goexit when the first
