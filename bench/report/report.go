@@ -165,9 +165,9 @@ func Num(v float64) string {
 }
 
 // Machine describes the machine the benchmarks ran on: CPU model, cores,
-// memory, kernel, Go version, the date, and how busy the machine was (the
-// load averages and this process's nice value, since other work on a
-// 2-core machine shows in the numbers) and the commit measured.
+// memory, kernel, Go version, when the run started, how busy the machine
+// was then (the load averages and this process's nice value, since other
+// work on a 2-core machine shows in the numbers) and the commit measured.
 func Machine() string {
 	model, mem, kernel, load := "unknown CPU", "", "", ""
 	if f, err := os.Open("/proc/cpuinfo"); err == nil {
@@ -195,10 +195,8 @@ func Machine() string {
 	if b, err := os.ReadFile("/proc/sys/kernel/osrelease"); err == nil {
 		kernel = ", Linux " + strings.TrimSpace(string(b))
 	}
-	if b, err := os.ReadFile("/proc/loadavg"); err == nil {
-		if f := strings.Fields(string(b)); len(f) >= 3 {
-			load = fmt.Sprintf(", load average %s/%s/%s (1/5/15 min)", f[0], f[1], f[2])
-		}
+	if startLoad != "" {
+		load = ", load average at the start " + startLoad + " (1/5/15 min)"
 	}
 	if prio, err := syscall.Getpriority(syscall.PRIO_PROCESS, 0); err == nil {
 		// The raw value is 20 - nice on Linux.
@@ -206,7 +204,30 @@ func Machine() string {
 			load += fmt.Sprintf(", run at nice %d", nice)
 		}
 	}
-	return fmt.Sprintf("%s, %d cores%s%s, %s, %s%s%s", model, runtime.NumCPU(), mem, kernel, runtime.Version(), time.Now().UTC().Format("2006-01-02 15:04 MST"), load, codeAt)
+	return fmt.Sprintf("%s, %d cores%s%s, %s, started %s%s%s", model, runtime.NumCPU(), mem, kernel, runtime.Version(), started.UTC().Format("2006-01-02 15:04 MST"), load, codeAt)
+}
+
+// started and startLoad are read when the process starts, like codeAt:
+// a table is written when its run ends, and the load average then is the
+// run's own (the EPPs and the load generator on 2 cores), not what else
+// the machine was doing.
+var (
+	started   = time.Now()
+	startLoad = loadAverage()
+)
+
+// loadAverage is /proc/loadavg's 1, 5 and 15 minute averages as "a/b/c"
+// ("" where it cannot be read).
+func loadAverage() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) < 3 {
+		return ""
+	}
+	return f[0] + "/" + f[1] + "/" + f[2]
 }
 
 // codeAt is read when the process starts, before a driver builds the

@@ -3,6 +3,7 @@ package report
 import (
 	"encoding/xml"
 	"math"
+	"os"
 	"strings"
 	"testing"
 
@@ -42,6 +43,10 @@ func TestNum(t *testing.T) {
 	assert.Equal(t, "0.0123", Num(0.01234))
 	assert.Equal(t, "–", Num(math.NaN()))
 	assert.Contains(t, Machine(), "cores")
+	assert.Regexp(t, `, started \d{4}-\d\d-\d\d \d\d:\d\d UTC`, Machine())
+	if _, err := os.Stat("/proc/loadavg"); err == nil {
+		assert.Regexp(t, `, load average at the start [0-9.]+/[0-9.]+/[0-9.]+ \(1/5/15 min\)`, Machine())
+	}
 	if c := commit(); c != "" { // empty without git or outside a checkout
 		assert.Regexp(t, `^, code at [0-9a-f]+( with local changes)?$`, c)
 	}
