@@ -8,6 +8,7 @@
 // The drivers are Go tests behind the `bench` build tag, so CI (which
 // runs no benchmark) never builds them; `make bench` (short) and
 // `make bench-full` run them and write bench/results. The rate search
-// (search.go) is untagged, so its unit tests run in CI with those of the
-// rest of the harness (bench/loadgen, bench/report).
+// (search.go) and how the fixed-rate rounds combine (fixed.go) are
+// untagged, so their unit tests run in CI with those of the rest of the
+// harness (bench/loadgen, bench/report).
 package matrix

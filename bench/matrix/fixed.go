@@ -1,6 +1,7 @@
 package matrix
 
 import (
+	"cmp"
 	"slices"
 	"time"
 )
@@ -24,7 +25,9 @@ type Round struct {
 // Fixed is what the rounds of a fixed-rate run add up to.
 type Fixed struct {
 	// P50 and P99 are the round's with the median p99 (of an even count,
-	// the lower middle one): the two come from one window.
+	// the lower middle one): the two come from one window. A round that
+	// answered nothing has no latency and ranks above every other; when
+	// the median round is such a round, P50 and P99 are 0 (none answered).
 	P50, P99 time.Duration
 	Served   float64 // mean over the rounds
 	Failed   int64   // over all rounds
@@ -39,9 +42,18 @@ func Combine(rounds []Round) Fixed {
 		return Fixed{}
 	}
 	byP99 := slices.Clone(rounds)
-	slices.SortStableFunc(byP99, func(a, b Round) int { return int(a.P99 - b.P99) })
-	mid := byP99[(len(byP99)-1)/2]
-	f := Fixed{P50: mid.P50, P99: mid.P99}
+	slices.SortStableFunc(byP99, func(a, b Round) int {
+		// An empty histogram reads 0: a round with no answer is the
+		// worst, not the best.
+		if (a.Answered == 0) != (b.Answered == 0) {
+			return cmp.Compare(b.Answered, a.Answered)
+		}
+		return cmp.Compare(a.P99, b.P99)
+	})
+	var f Fixed
+	if mid := byP99[(len(byP99)-1)/2]; mid.Answered > 0 {
+		f.P50, f.P99 = mid.P50, mid.P99
+	}
 	var answered int64
 	var cpu time.Duration
 	for _, r := range rounds {

@@ -23,11 +23,11 @@ func TestCombine(t *testing.T) {
 		{
 			name: "a stalled window does not set the p99; p50 comes from the median window",
 			rounds: []Round{
-				{P50: 2 * ms, P99: 9 * ms, Served: 290, Answered: 2900, Failed: 1, CPU: 3 * time.Second},
+				{P50: 2 * ms, P99: 9 * ms, Served: 270, Answered: 2700, Failed: 1, CPU: 3 * time.Second},
 				{P50: ms, P99: 2 * ms, Served: 300, Answered: 3000, CPU: 3 * time.Second},
-				{P50: 3 * ms / 2, P99: 3 * ms, Served: 310, Answered: 3100, Failed: 2, CPU: 3 * time.Second},
+				{P50: 3 * ms / 2, P99: 3 * ms, Served: 306, Answered: 3060, Failed: 2, CPU: 3 * time.Second},
 			},
-			want: Fixed{P50: 3 * ms / 2, P99: 3 * ms, Served: 300, Failed: 3, CPUms: 1000 * 9.0 / 9000},
+			want: Fixed{P50: 3 * ms / 2, P99: 3 * ms, Served: 292, Failed: 3, CPUms: 1000 * 9.0 / 8760},
 		},
 		{
 			name: "an even count takes the lower middle",
@@ -36,6 +36,33 @@ func TestCombine(t *testing.T) {
 				{P50: 2 * ms, P99: 2 * ms, Answered: 1, CPU: ms},
 			},
 			want: Fixed{P50: 2 * ms, P99: 2 * ms, CPUms: 1},
+		},
+		{
+			name: "a round that answered nothing is the worst, not the best",
+			rounds: []Round{
+				{Failed: 3000, CPU: time.Second},
+				{P50: ms, P99: 2 * ms, Served: 300, Answered: 3000, CPU: 3 * time.Second},
+				{P50: 2 * ms, P99: 4 * ms, Served: 300, Answered: 3000, CPU: 3 * time.Second},
+			},
+			want: Fixed{P50: 2 * ms, P99: 4 * ms, Served: 200, Failed: 3000, CPUms: 7000.0 / 6000},
+		},
+		{
+			name: "most rounds answered nothing: none answered at the median",
+			rounds: []Round{
+				{Failed: 3000},
+				{P50: ms, P99: 2 * ms, Served: 90, Answered: 900, Failed: 2100, CPU: time.Second},
+				{Failed: 3000},
+			},
+			want: Fixed{Served: 30, Failed: 8100, CPUms: 1000.0 / 900},
+		},
+		{
+			name: "p99s seconds apart order as durations",
+			rounds: []Round{
+				{P50: time.Second, P99: 5 * time.Second, Answered: 1},
+				{P50: ms, P99: ms, Answered: 1},
+				{P50: 2 * ms, P99: 3 * time.Second, Answered: 1},
+			},
+			want: Fixed{P50: 2 * ms, P99: 3 * time.Second},
 		},
 		{
 			name:   "nothing answered: no CPU per request",

@@ -32,7 +32,7 @@ var (
 	onlyEPP     = flag.String("epp", "", "only these EPPs (comma-separated: null, switchyard, gie-v1.5.0)")
 	onlyCounts  = flag.String("endpoints", "", "only these endpoint counts (comma-separated)")
 	onlyPrompts = flag.String("prompts", "", "only these prompt sizes in bytes (comma-separated)")
-	profileDir  = flag.String("profile", "", "write Switchyard's CPU profile of each fixed-rate run to this folder (it runs with --enable-pprof behind a metrics token)")
+	profileDir  = flag.String("profile", "", "write Switchyard's CPU profile of each cell's first fixed-rate round to this folder (it runs with --enable-pprof behind a metrics token)")
 )
 
 // ints parses a comma-separated list of positive integers ("" = nil).
@@ -286,8 +286,10 @@ func measure(t *testing.T, p *proc, name string, n, size int, step time.Duration
 		return Step{Rate: rate, Served: rep.Throughput, Duration: step, Arrivals: rep.Sent + rep.Dropped,
 			Errors: rep.Errors, Dropped: rep.Dropped, P99: rep.Decision.P99}
 	})
-	// The fixed rate runs FixedRounds times (the profile covers the
-	// first); the point is their median p99 and their CPU together.
+	// The fixed rate runs FixedRounds times on the same arrival times
+	// (runAt's seed is the rate), so the rounds differ only in what the
+	// machine did; the profile covers the first. The point is their
+	// median p99 and their CPU together.
 	rounds := make([]Round, FixedRounds)
 	for i := range rounds {
 		done := func() {}

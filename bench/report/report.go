@@ -208,9 +208,10 @@ func Machine() string {
 }
 
 // started and startLoad are read when the process starts, like codeAt:
-// a table is written when its run ends, and the load average then is the
-// run's own (the EPPs and the load generator on 2 cores), not what else
-// the machine was doing.
+// a table is written when its run ends, and the load average then is
+// mostly the run's own (the EPPs and the load generator on 2 cores). At
+// the start it still includes what ran just before (the test binary's
+// own build, or the quality run that `make bench-full` runs first).
 var (
 	started   = time.Now()
 	startLoad = loadAverage()
