@@ -36,7 +36,7 @@ type Fixed struct {
 	CPUms float64
 }
 
-// Combine sums up rounds (at least one).
+// Combine sums up rounds (none: the zero Fixed).
 func Combine(rounds []Round) Fixed {
 	if len(rounds) == 0 {
 		return Fixed{}

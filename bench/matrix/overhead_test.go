@@ -290,12 +290,7 @@ func measure(t *testing.T, p *proc, name string, n, size int, step time.Duration
 	// (runAt's seed is the rate), so the rounds differ only in what the
 	// machine did; the profile covers the first. The point is their
 	// median p99 and their CPU together.
-	// A round is two steps in the full run and one in the short one, so
-	// that make bench stays within its 10 minutes.
-	round := step
-	if *full {
-		round = 2 * step
-	}
+	round := time.Duration(roundSteps(*full)) * step
 	rounds := make([]Round, FixedRounds)
 	for i := range rounds {
 		done := func() {}
@@ -431,7 +426,7 @@ func write(t *testing.T, root string, points []Point, prompts, endpoints []int) 
 	var md strings.Builder
 	fmt.Fprintf(&md, "# Request-path overhead: Switchyard vs GIE v1.5.0's EPP vs the null EPP\n\n")
 	fmt.Fprintf(&md, "Machine: %s. Produced by `%s` (bench/matrix/overhead_test.go).\n\n", report.Machine(), map[bool]string{true: "make bench-full", false: "make bench"}[*full])
-	fmt.Fprintf(&md, "Each EPP runs in Kubernetes mode with the arguments GIE v1.5.0's Helm chart gives its EPP (its default plugins file, TLS with a self-signed certificate), against one kube-apiserver and etcd, on an InferencePool whose pods have loopback addresses and serve modelsim's metrics (from a process of their own, bench/cmd/simfleet); the EPPs run one after the other, alone on the machine with the load generator (bench/loadgen: Envoy's FULL_DUPLEX_STREAMED ext_proc sequence over 2 TLS connections, open-loop Poisson arrivals, HdrHistogram). Latency is the time from the first ext_proc message to the routing answer. Max rate: the highest rate (doubling from 250/s, or 25/s for 200 KB prompts, halving instead down to a sixteenth when the first fails, then bisecting twice) with p99 ≤ 5 ms, no error, nothing dropped and the arrivals answered at ≥ 95 %% of the pace the Poisson schedule produced them, each step %s; a step that fails by its p99 alone, by less than %.0f×, is run once more and counts if that run passes (one scheduler stall on 2 cores fails a step whatever the rate). CPU and peak RSS from /proc. The fixed rate is %.0f/s (a tenth of it for 200 KB prompts), run %d times for %s each: p50 / p99 are the round's with the median p99, served its mean, failed and CPU per answered request over all rounds; errors count only the fixed-rate and 16-stream runs.\n\n", step(*full), retryBelow, fixedRate, FixedRounds, fixedWindow(*full))
+	fmt.Fprintf(&md, "Each EPP runs in Kubernetes mode with the arguments GIE v1.5.0's Helm chart gives its EPP (its default plugins file, TLS with a self-signed certificate), against one kube-apiserver and etcd, on an InferencePool whose pods have loopback addresses and serve modelsim's metrics (from a process of their own, bench/cmd/simfleet); the EPPs run one after the other, alone on the machine with the load generator (bench/loadgen: Envoy's FULL_DUPLEX_STREAMED ext_proc sequence over 2 TLS connections, open-loop Poisson arrivals, HdrHistogram). Latency is the time from the first ext_proc message to the routing answer. Max rate: the highest rate (doubling from 250/s, or 25/s for 200 KB prompts, halving instead down to a sixteenth when the first fails, then bisecting twice) with p99 ≤ 5 ms, no error, nothing dropped and the arrivals answered at ≥ 95 %% of the pace the Poisson schedule produced them, each step %s; a step that fails by its p99 alone, by less than %.0f×, is run once more and counts if that run passes (one scheduler stall on 2 cores fails a step whatever the rate). CPU and peak RSS from /proc. The fixed rate is %.0f/s (a tenth of it for 200 KB prompts), run %d times for %s (of %s) each: p50 / p99 are the round's with the median p99, served its mean, failed and CPU per answered request over all rounds; errors count only the fixed-rate and 16-stream runs.\n\n", step(*full), retryBelow, fixedRate, FixedRounds, fixedWindow(*full), step(*full))
 	md.WriteString("## Ratios\n\n" + cmp.Markdown())
 	if footnote {
 		md.WriteString("\n¹ An EPP failed exchanges in that run (at the fixed rate it did not hold it, or with 16 streams; see its row): its CPU per request is per answered request, and its p99 covers only those.\n")
@@ -473,13 +468,22 @@ func step(full bool) string {
 	return "2 s"
 }
 
-// fixedWindow is the length of one fixed-rate round (two steps in the
-// full run, one in the short one).
-func fixedWindow(full bool) string {
+// roundSteps is how many steps one fixed-rate round lasts: two in the
+// full run, one in the short one, so that make bench stays within its 10
+// minutes with FixedRounds rounds per cell.
+func roundSteps(full bool) int {
 	if full {
-		return "10 s"
+		return 2
 	}
-	return "2 s"
+	return 1
+}
+
+// fixedWindow is the length of one fixed-rate round, for the table.
+func fixedWindow(full bool) string {
+	if roundSteps(full) == 1 {
+		return "one step"
+	}
+	return fmt.Sprintf("%d steps", roundSteps(full))
 }
 
 func kb(n int) string { return fmt.Sprintf("%d KB", n>>10) }

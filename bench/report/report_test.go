@@ -43,6 +43,9 @@ func TestNum(t *testing.T) {
 	assert.Equal(t, "1.23", Num(1.234))
 	assert.Equal(t, "0.0123", Num(0.01234))
 	assert.Equal(t, "–", Num(math.NaN()))
+}
+
+func TestMachine(t *testing.T) {
 	assert.Contains(t, Machine(), "cores")
 	if _, err := os.Stat("/proc/loadavg"); err == nil {
 		assert.Regexp(t, `^[0-9.]+/[0-9.]+/[0-9.]+$`, loadAverage())
